@@ -1,0 +1,34 @@
+# make test   vet and the full test suite with -race against throwaway redis-servers
+# make bench  side-by-side comparison with peer libraries (bench/ module)
+GO    ?= go
+SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BENCH_OUT ?= bench/results
+
+.PHONY: test bench bench-smoke bench-compare deps vet
+
+# Tests start their own redis-server, replicas and sentinels; install them
+# when missing (Debian/Ubuntu).
+deps:
+	@if ! command -v redis-server >/dev/null || ! command -v redis-sentinel >/dev/null || ! command -v redis-cli >/dev/null; then \
+		echo "installing redis-server, redis-sentinel, redis-tools"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server redis-sentinel redis-tools; \
+	fi
+
+vet:
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+
+test: deps vet
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+bench: deps
+	cd bench && $(GO) run ./cmd/lockbench -scenarios standard -out ../$(BENCH_OUT)
+
+# A short run of every scenario, for CI: checks the harness, not the numbers.
+bench-smoke: deps
+	cd bench && $(GO) run ./cmd/lockbench -scenarios standard -short
+
+# In-repo microbenchmarks against a saved baseline.
+bench-compare: deps
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 . | tee bench/micro-new.txt
+	$(GO) run golang.org/x/perf/cmd/benchstat@latest bench/micro-baseline.txt bench/micro-new.txt

@@ -1,0 +1,320 @@
+package baton
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Defaults and limits of Options.
+const (
+	DefaultKeyPrefix   = "baton"
+	DefaultLeaseTTL    = 10 * time.Second
+	DefaultCohortLimit = 8
+	// MinLeaseTTL is the shortest lease accepted: renewal runs every
+	// LeaseTTL/3 and needs a few round trips of slack.
+	MinLeaseTTL = 100 * time.Millisecond
+)
+
+// Options configure a Client. The zero value of every field but Redis
+// selects its default.
+type Options struct {
+	// Redis says where Redis is. baton builds, owns and closes the rueidis
+	// client. Unless set, ClientTrackingOptions becomes {"OPTIN", "NOLOOP"}
+	// so that our own writes never wake our own waiters. With DisableCache
+	// (or a server without RESP3) waiters rely on the release channel and
+	// expiry timers instead of tracking invalidations.
+	Redis rueidis.ClientOption
+
+	// KeyPrefix begins every key baton writes: "<prefix>:{<name>}" holds the
+	// owner token and companions ":f", ":q", ":d" hold the fencing counter
+	// and the queue of waiting sessions. Default "baton". It must not
+	// contain '{' or '}'.
+	KeyPrefix string
+
+	// LeaseTTL is the lease of the default session's locks: a holder that
+	// dies loses its locks after at most LeaseTTL. Held locks are renewed
+	// every LeaseTTL/3. Default 10s; at least MinLeaseTTL.
+	LeaseTTL time.Duration
+
+	// CohortLimit bounds how many times in a row a lock is handed from one
+	// goroutine to another of the same session without asking Redis. Every
+	// CohortLimit-th hand-off goes through Redis, which grants the lock to
+	// the next waiting session if there is one. Default 8; 1 disables local
+	// hand-offs.
+	CohortLimit int
+}
+
+// Client is a lock client for one Redis deployment. It is safe for
+// concurrent use. Create it with New and close it with Close; the zero value
+// is not usable.
+type Client struct {
+	rc       rueidis.Client
+	prefix   string
+	cohort   int
+	id       string // 128 random bits in hex: prefix of every member of this client
+	channel  string // where release scripts announce grants to our sessions
+	tracking bool   // Redis tracks keys our acquire attempts read
+	def      *Session
+	stats    counters
+
+	mu       sync.Mutex // protects sessions, nsess, closed
+	sessions map[string]*Session
+	nsess    int
+	closed   bool
+
+	calls   sync.WaitGroup     // Lock and TryLock calls in flight
+	bg      context.Context    // cancelled by Close: stops the goroutines below
+	stop    context.CancelFunc // cancels bg
+	closing <-chan struct{}    // bg.Done()
+	wg      sync.WaitGroup // renewal loop, subscriber, janitor
+	renewC  chan struct{}  // size 1: asks the renewal loop to look again
+	janitor chan chore    // grants nobody wants, to hand on
+	subOK   chan struct{}  // closed once the grant channel is subscribed
+
+	// onQueued, set only by tests before first use, is called (with the
+	// session's mutex held) when a waiter sleeps after a busy attempt.
+	onQueued func(name string, pos int64)
+}
+
+// New connects to Redis and starts the client's background goroutines (one
+// renewal loop, one subscriber, one janitor). It fails when Redis is
+// unreachable or an option is out of range.
+func New(opt Options) (*Client, error) {
+	if opt.KeyPrefix == "" {
+		opt.KeyPrefix = DefaultKeyPrefix
+	}
+	if strings.ContainsAny(opt.KeyPrefix, "{}") {
+		return nil, fmt.Errorf("%w: KeyPrefix %q contains '{' or '}'", ErrInvalidOptions, opt.KeyPrefix)
+	}
+	if opt.LeaseTTL == 0 {
+		opt.LeaseTTL = DefaultLeaseTTL
+	}
+	if err := checkLease("LeaseTTL", opt.LeaseTTL); err != nil {
+		return nil, err
+	}
+	switch {
+	case opt.CohortLimit == 0:
+		opt.CohortLimit = DefaultCohortLimit
+	case opt.CohortLimit < 0 || opt.CohortLimit > 1024:
+		return nil, fmt.Errorf("%w: CohortLimit %d out of range [1, 1024]", ErrInvalidOptions, opt.CohortLimit)
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, fmt.Errorf("baton: owner identity: %w", err)
+	}
+	c := &Client{
+		prefix:   opt.KeyPrefix,
+		cohort:   opt.CohortLimit,
+		id:       hex.EncodeToString(raw[:]),
+		sessions: make(map[string]*Session),
+		renewC:   make(chan struct{}, 1),
+		janitor:  make(chan chore, 1024),
+		subOK:    make(chan struct{}),
+	}
+	c.channel = c.prefix + ":c:" + c.id
+	c.bg, c.stop = context.WithCancel(context.Background())
+	c.closing = c.bg.Done()
+	ro := opt.Redis
+	if ro.ClientTrackingOptions == nil {
+		ro.ClientTrackingOptions = []string{"OPTIN", "NOLOOP"}
+	}
+	user := ro.OnInvalidations
+	ro.OnInvalidations = func(m []rueidis.RedisMessage) {
+		c.onInvalidations(m)
+		if user != nil {
+			user(m)
+		}
+	}
+	rc, err := rueidis.NewClient(ro)
+	if errors.Is(err, rueidis.ErrNoCache) {
+		ro.DisableCache = true
+		rc, err = rueidis.NewClient(ro)
+	}
+	if err != nil {
+		c.stop()
+		return nil, fmt.Errorf("baton: connect to redis: %w", err)
+	}
+	c.rc = rc
+	// Tracking needs CLIENT CACHING on the connection that runs the script,
+	// which a cluster client cannot promise; there grants and timers suffice.
+	c.tracking = !ro.DisableCache && rc.Mode() != rueidis.ClientModeCluster
+	c.def = c.newSession(opt.LeaseTTL)
+
+	c.wg.Add(3)
+	go c.renewLoop()
+	go c.subscribe()
+	go c.janitorLoop()
+	select {
+	case <-c.subOK:
+	case <-time.After(max(5*time.Second, opt.LeaseTTL)):
+		c.Close()
+		return nil, errors.New("baton: subscribing to the grant channel timed out")
+	}
+	return c, nil
+}
+
+func checkLease(field string, d time.Duration) error {
+	if d < MinLeaseTTL {
+		return fmt.Errorf("%w: %s %v is shorter than %v", ErrInvalidOptions, field, d, MinLeaseTTL)
+	}
+	if d > 24*time.Hour {
+		return fmt.Errorf("%w: %s %v is longer than 24h", ErrInvalidOptions, field, d)
+	}
+	return nil
+}
+
+// Lock acquires the lock name in the default session, waiting as long as
+// ctx allows. Waiting sends nothing to Redis: the caller sleeps until Redis
+// grants it the lock, the key expires or is deleted, or a connection drops.
+// Goroutines of one Client waiting on one name queue in FIFO order, and
+// sessions queue in FIFO order in Redis. If ctx ends first, Lock returns an
+// error matching ctx.Err() and leaves no trace in Redis or in the queue.
+// Errors talking to Redis while waiting are retried with backoff until ctx
+// ends; the returned error then also carries the last of them.
+func (c *Client) Lock(ctx context.Context, name string) (*Lock, error) {
+	return c.def.Lock(ctx, name)
+}
+
+// TryLock makes one attempt to acquire name in the default session. It
+// returns an error matching ErrNotAcquired when the lock is held or other
+// sessions are queued for it. ctx bounds the round trip.
+func (c *Client) TryLock(ctx context.Context, name string) (*Lock, error) {
+	return c.def.TryLock(ctx, name)
+}
+
+// Do runs fn while holding name in the default session; see Session.Do.
+func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	return c.def.Do(ctx, name, fn)
+}
+
+// Session returns the default session, whose lease is Options.LeaseTTL.
+func (c *Client) Session() *Session { return c.def }
+
+// NewSession starts a session with its own owner identity and lease. Its
+// locks are renewed by the client's loop; close it to release them all.
+func (c *Client) NewSession(opt SessionOptions) (*Session, error) {
+	if opt.LeaseTTL == 0 {
+		opt.LeaseTTL = c.def.lease
+	}
+	if err := checkLease("SessionOptions.LeaseTTL", opt.LeaseTTL); err != nil {
+		return nil, err
+	}
+	s := c.newSession(opt.LeaseTTL)
+	if s == nil {
+		return nil, ErrClosed
+	}
+	return s, nil
+}
+
+// newSession registers a new session, or returns nil once closed.
+func (c *Client) newSession(lease time.Duration) *Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.nsess++
+	s := &Session{
+		c:      c,
+		member: c.id + "-" + strconv.Itoa(c.nsess),
+		lease:  lease,
+		margin: lease/30 + 10*time.Millisecond,
+		names:  make(map[string]*nameState),
+		done:   make(chan struct{}),
+	}
+	c.sessions[s.member] = s
+	c.kickRenewal()
+	return s
+}
+
+func (c *Client) session(member string) *Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions[member]
+}
+
+func (c *Client) allSessions() []*Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ss := make([]*Session, 0, len(c.sessions))
+	for _, s := range c.sessions {
+		ss = append(ss, s)
+	}
+	return ss
+}
+
+// enter registers a call that Close must wait for; false once closed.
+func (c *Client) enter() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.calls.Add(1)
+	return true
+}
+
+// Close releases every held lock, fails every waiter with ErrClosed, stops
+// the client's goroutines and waits for them, and closes the Redis client.
+// Later calls return ErrClosed; closing twice is harmless.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	var errs []error
+	for _, s := range c.allSessions() {
+		errs = append(errs, s.Close())
+	}
+	c.calls.Wait()
+	c.stop()
+	c.wg.Wait()
+	c.rc.Close()
+	return errors.Join(errs...)
+}
+
+// Stats are counters since New. Read them with Client.Stats.
+type Stats struct {
+	Acquired       uint64 // locks acquired, by any path
+	LocalHandoffs  uint64 // of those, handed from a goroutine of the same session without Redis
+	Granted        uint64 // of those, granted by another session's release
+	Waits          uint64 // Lock calls that had to wait
+	Timeouts       uint64 // Lock calls that gave up because ctx ended
+	Lost           uint64 // held locks lost before Unlock
+	RenewalErrors  uint64 // renewal round trips that failed and were retried
+	Held           int    // locks held now
+}
+
+type counters struct {
+	acquired, handoffs, granted, waits, timeouts, lost, renewErrs atomic.Uint64
+}
+
+// Stats returns the client's counters and the number of locks held now.
+func (c *Client) Stats() Stats {
+	st := Stats{
+		Acquired:      c.stats.acquired.Load(),
+		LocalHandoffs: c.stats.handoffs.Load(),
+		Granted:       c.stats.granted.Load(),
+		Waits:         c.stats.waits.Load(),
+		Timeouts:      c.stats.timeouts.Load(),
+		Lost:          c.stats.lost.Load(),
+		RenewalErrors: c.stats.renewErrs.Load(),
+	}
+	for _, s := range c.allSessions() {
+		st.Held += len(s.Held())
+	}
+	return st
+}

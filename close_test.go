@@ -1,0 +1,175 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/redistest"
+)
+
+func TestClose(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	held := []string{uniqueName(t), uniqueName(t), uniqueName(t)}
+	var locks []*Lock
+	for _, n := range held {
+		l, err := a.Lock(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	busy := uniqueName(t)
+	lb, err := b.Lock(ctx, busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qa := queued(a)
+	errs := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			_, err := a.Lock(ctx, busy)
+			errs <- err
+		}()
+	}
+	waitFor(t, qa, 5*time.Second, "a's waiter to queue")
+	waitLocalWaiters(t, a.Session(), busy, 2)
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("waiter: %v, want ErrClosed", err)
+		}
+	}
+	for _, l := range locks {
+		if !errors.Is(l.Err(), ErrClosed) {
+			t.Fatalf("held lock after Close: Err %v", l.Err())
+		}
+		<-l.Done()
+		if err := l.Unlock(ctx); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Unlock after Close: %v", err)
+		}
+	}
+	for _, n := range held {
+		if x, _ := srv.Do(t, "EXISTS", "baton:{"+n+"}").AsInt64(); x != 0 {
+			t.Fatalf("%s still locked after Close", n)
+		}
+	}
+	k := newKeys("baton", busy)
+	if n, _ := srv.Do(t, "LLEN", k.queue).AsInt64(); n != 0 {
+		t.Fatal("closed client left its queue entry")
+	}
+	if _, err := a.Lock(ctx, "x"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lock after Close: %v", err)
+	}
+	if _, err := a.TryLock(ctx, "x"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("TryLock after Close: %v", err)
+	}
+	if _, err := a.NewSession(SessionOptions{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("NewSession after Close: %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	lb.Unlock(ctx)
+}
+
+func TestSessionClose(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	s, err := c.NewSession(SessionOptions{LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, n2 := uniqueName(t), uniqueName(t)
+	l1, err := s.Lock(ctx, n1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lock(ctx, n2); err != nil {
+		t.Fatal(err)
+	}
+	if pttl, _ := srv.Do(t, "PTTL", "baton:{"+n1+"}").AsInt64(); pttl > 2000 {
+		t.Fatalf("session lease not used: PTTL %d", pttl)
+	}
+	// The default session competes with s like any other owner.
+	if _, err := c.TryLock(ctx, n1); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("default session TryLock: %v", err)
+	}
+	if len(s.Held()) != 2 {
+		t.Fatalf("Held: %+v", s.Held())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Done()
+	<-l1.Done()
+	if n, _ := srv.Do(t, "EXISTS", "baton:{"+n1+"}", "baton:{"+n2+"}").AsInt64(); n != 0 {
+		t.Fatal("session Close left keys")
+	}
+	if _, err := s.Lock(ctx, n1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lock on closed session: %v", err)
+	}
+	l, err := c.Lock(ctx, n1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock(ctx)
+}
+
+func TestDo(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{LeaseTTL: 300 * time.Millisecond})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	key := "baton:{" + name + "}"
+
+	boom := errors.New("boom")
+	err := c.Do(ctx, name, func(ctx context.Context) error {
+		if n, _ := srv.Do(t, "EXISTS", key).AsInt64(); n != 1 {
+			t.Error("fn ran without the lock")
+		}
+		if l, ok := FromContext(ctx); !ok || l.Name() != name {
+			t.Error("fn's ctx does not carry the lock")
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Do: %v, want fn's error", err)
+	}
+	if n, _ := srv.Do(t, "EXISTS", key).AsInt64(); n != 0 {
+		t.Fatal("Do did not release")
+	}
+
+	func() {
+		defer func() {
+			if r := recover(); r != "fn panicked" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		c.Do(ctx, name, func(context.Context) error { panic("fn panicked") })
+	}()
+	if n, _ := srv.Do(t, "EXISTS", key).AsInt64(); n != 0 {
+		t.Fatal("Do did not release after a panic")
+	}
+
+	// The lock is lost while fn runs: fn's ctx is cancelled and Do's error
+	// matches ErrLockLost.
+	err = c.Do(ctx, name, func(ctx context.Context) error {
+		srv.Do(t, "DEL", key)
+		<-ctx.Done()
+		return nil
+	})
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Do after loss: %v, want ErrLockLost", err)
+	}
+	if err := c.Do(ctx, name, nil); err == nil {
+		t.Fatal("Do with nil fn succeeded")
+	}
+}

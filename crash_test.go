@@ -1,0 +1,59 @@
+package baton
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/redistest"
+)
+
+// TestHolderCrash: a holder process is SIGKILLed while holding; a waiter
+// gets the lock within the lease plus a small margin.
+func TestHolderCrash(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = time.Second
+	name := uniqueName(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+srv.Addr()+" "+name+" "+lease.String())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child: %q %v", line, err)
+	}
+	b := newClient(t, srv, Options{})
+	qb := queued(b)
+	ctx := ctxTimeout(t, 10*time.Second)
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.Lock(ctx, name)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, qb, 5*time.Second, "waiter to queue")
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cmd.Wait()
+	if err := waitFor(t, got, 10*time.Second, "waiter"); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(killed)
+	t.Logf("waiter acquired %v after the holder was killed (lease %v)", took, lease)
+	if took > lease+time.Second {
+		t.Fatalf("waiter needed %v, more than lease %v + 1s", took, lease)
+	}
+}

@@ -1,0 +1,64 @@
+// Package baton is a distributed lock for Redis, built on rueidis, in which
+// waiters never poll.
+//
+// The common case:
+//
+//	c, err := baton.New(baton.Options{
+//		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//
+//	err = c.Do(ctx, "order:42", func(ctx context.Context) error {
+//		// Runs while this process holds "order:42". ctx is cancelled if the
+//		// lock is lost; baton.FromContext(ctx) gives its fencing token.
+//		return payOrder(ctx, 42)
+//	})
+//
+// # How it works
+//
+// A lock is one key, "<prefix>:{<name>}", holding an owner token (a
+// session's 128-bit random id and the fencing token) with the lease as its
+// TTL. Acquire, release and renew are Lua scripts that compare the owner
+// token, so no client ever deletes or extends a lock it does not own.
+//
+// Waiting sends nothing to Redis. Goroutines of a Client waiting on one
+// name form a local FIFO, and only its head talks to Redis. A busy attempt
+// puts the session (not the goroutine) in a queue kept in Redis next to the
+// key. Release does not just delete the key: if a live session is queued, the
+// release script gives the lock straight to it (its owner token, a new
+// fencing token, a full lease) and publishes one message to that session's
+// client. The grantee already owns the lock when the message arrives. Inside
+// one session, Unlock hands the lock to the next local waiter without Redis,
+// at most Options.CohortLimit-1 times in a row. Safety nets wake a waiter
+// without a grant: a timer at the key's remaining TTL (a crashed holder),
+// client-side-caching invalidations (a deleted key), and reconnects (every
+// waiter looks again, since messages may have been lost).
+//
+// One loop per Client renews every held lock every LeaseTTL/3 in batched
+// scripts, one pipelined round trip per Redis node, and refreshes the
+// deadlines of the session's queue entries, so a crashed waiter drops out of
+// the queue within one lease.
+//
+// # Guarantees and their limits
+//
+// Mutual exclusion holds on one Redis primary as long as clocks advance at
+// about the same rate: a holder whose renewals cannot be confirmed is told it
+// lost the lock (Done closes, Context is cancelled, Err reports
+// ErrLockLost) at its local lease deadline — the send time of its last
+// confirmed renewal plus the lease, minus a margin of LeaseTTL/30+10ms —
+// which comes before Redis can expire the key. A lock granted by another
+// session's release counts its lease from when the grant message is read,
+// less a third of the lease for delivery, until its first renewal confirms.
+//
+// Fencing tokens rise strictly on every acquisition of a name by any
+// client; they are never below the Redis server's clock in microseconds, so
+// they keep rising when Redis loses the counter (restart without
+// persistence, failover). Each distinct name keeps one small counter key
+// without TTL. With asynchronous replication, a failover can lose a lock
+// that was granted but not yet replicated, and two holders may then overlap:
+// a storage layer that rejects tokens below the highest it has seen still
+// refuses the stale holder's writes.
+package baton

@@ -1,0 +1,30 @@
+package baton
+
+import "errors"
+
+// Errors returned by baton, wrapped with the lock name or the cause; match
+// them with errors.Is.
+var (
+	// ErrNotAcquired means TryLock found the lock held, or sessions queued
+	// for it ahead of the caller.
+	ErrNotAcquired = errors.New("baton: lock not acquired")
+
+	// ErrLockLost means a held lock stopped being ours before Unlock: its key
+	// expired, was deleted or taken over, or renewal could not be confirmed
+	// before the local lease deadline.
+	ErrLockLost = errors.New("baton: lock lost")
+
+	// ErrClosed means the Client or Session was closed.
+	ErrClosed = errors.New("baton: closed")
+
+	// ErrUnlocked means Unlock was called on a lock that was already
+	// released (by Unlock, or by closing its Session or Client).
+	ErrUnlocked = errors.New("baton: lock already released")
+
+	// ErrInvalidName means a lock name was empty or too long.
+	ErrInvalidName = errors.New("baton: invalid lock name")
+
+	// ErrInvalidOptions means Options or SessionOptions hold a value out of
+	// range; the message names the field.
+	ErrInvalidOptions = errors.New("baton: invalid options")
+)

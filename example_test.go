@@ -1,0 +1,102 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/redis/rueidis"
+)
+
+func Example() {
+	c, err := baton.New(baton.Options{
+		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = c.Do(ctx, "order:42", func(ctx context.Context) error {
+		// Charge the order and commit; the lock is released after.
+		return nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Print("order:42 is busy; try later")
+	}
+}
+
+func ExampleClient_Lock() {
+	c, err := baton.New(baton.Options{
+		Redis:    rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+		LeaseTTL: 5 * time.Second,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	l, err := c.Lock(ctx, "coupon:summer")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+
+	select {
+	case <-l.Done():
+		// Lost (or released): stop writing.
+		log.Print(l.Err())
+	default:
+		fmt.Println("holding with fencing token", l.Token())
+	}
+}
+
+func ExampleClient_TryLock() {
+	c, err := baton.New(baton.Options{
+		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "report:daily")
+	if errors.Is(err, baton.ErrNotAcquired) {
+		return // another replica is producing the report
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	// produce the report
+}
+
+// A storage layer refuses writes from a holder that lost its lock while
+// paused: it remembers the highest fencing token it has seen.
+func ExampleLock_Token() {
+	c, err := baton.New(baton.Options{
+		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	err = c.Do(context.Background(), "account:7", func(ctx context.Context) error {
+		l, _ := baton.FromContext(ctx)
+		// UPDATE accounts SET balance = $1, fence = $2
+		//   WHERE id = 7 AND fence < $2
+		fmt.Println("write with fence", l.Token())
+		return nil
+	})
+	if errors.Is(err, baton.ErrLockLost) {
+		log.Print("lost the lock while working; the write may have been refused")
+	}
+}

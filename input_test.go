@@ -1,0 +1,184 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/redistest"
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+)
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		name  string
+		opt   Options
+		field string
+	}{
+		{"negative lease", Options{LeaseTTL: -time.Second}, "LeaseTTL"},
+		{"tiny lease", Options{LeaseTTL: time.Millisecond}, "LeaseTTL"},
+		{"huge lease", Options{LeaseTTL: 48 * time.Hour}, "LeaseTTL"},
+		{"brace in prefix", Options{KeyPrefix: "a{b"}, "KeyPrefix"},
+		{"negative cohort", Options{CohortLimit: -1}, "CohortLimit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opt.Redis = srv.Option()
+			c, err := New(tc.opt)
+			if err == nil {
+				c.Close()
+				t.Fatal("New accepted it")
+			}
+			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("error %q should match ErrInvalidOptions and name %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestNewUnreachable(t *testing.T) {
+	srv := redistest.Start(t)
+	addr := srv.Addr()
+	srv.Kill(t)
+	before := goleak.IgnoreCurrent()
+	start := time.Now()
+	c, err := New(Options{Redis: rueidis.ClientOption{InitAddress: []string{addr}}})
+	if err == nil {
+		c.Close()
+		t.Fatal("New succeeded without a server")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("New took %v to fail", d)
+	}
+	t.Logf("New: %v", err)
+	// rueidis schedules a delayed cluster refresh even when NewClient fails;
+	// it ends on its own within about a second. Anything else is ours.
+	for i := 0; ; i++ {
+		err := goleak.Find(before)
+		if err == nil {
+			break
+		}
+		if i == 50 {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // polls for an exit, orders nothing
+	}
+}
+
+func TestBadNames(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, name := range []string{"", "}x", strings.Repeat("n", MaxNameLen+1)} {
+		if _, err := c.Lock(ctx, name); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("Lock(%.10q): %v, want ErrInvalidName", name, err)
+		}
+		if _, err := c.TryLock(ctx, name); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("TryLock(%.10q): %v, want ErrInvalidName", name, err)
+		}
+	}
+	// Awkward but valid names work, with all keys in one slot.
+	for _, name := range []string{"a b", "x{y}z", "{", "a}", "ключ", "\x00\xff", strings.Repeat("n", MaxNameLen)} {
+		l, err := c.Lock(ctx, name)
+		if err != nil {
+			t.Fatalf("Lock(%.10q): %v", name, err)
+		}
+		k := newKeys("baton", name)
+		for _, key := range k.list() {
+			if slot(key) != slot(k.lock) {
+				t.Fatalf("%q: key %q in slot %d, lock in %d", name, key, slot(key), slot(k.lock))
+			}
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock(%.10q): %v", name, err)
+		}
+	}
+}
+
+func TestConcurrentUnlock(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	l, err := c.Lock(ctx, uniqueName(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- l.Unlock(ctx)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	ok := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, ErrUnlocked):
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d Unlock calls succeeded, want 1", ok)
+	}
+}
+
+// TestUnlockCancelledContext: Unlock with a dead ctx still ends the hold
+// locally; the key expires with the lease and others then get it.
+func TestUnlockCancelledContext(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{LeaseTTL: 300 * time.Millisecond})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	l, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l.Unlock(dead); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Unlock with a cancelled ctx: %v", err)
+	}
+	<-l.Done()
+	b := newClient(t, srv, Options{})
+	lb, err := b.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb.Unlock(ctx)
+}
+
+// TestFencingSurvivesDataLoss: tokens keep rising after the counter is
+// gone (FLUSHALL), because they never fall below the server clock in
+// microseconds.
+func TestFencingSurvivesDataLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	var last uint64
+	for i := 0; i < 3; i++ {
+		l, err := c.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("round %d: token %d after %d", i, l.Token(), last)
+		}
+		last = l.Token()
+		l.Unlock(ctx)
+		srv.Do(t, "FLUSHALL")
+	}
+	if now := uint64(time.Now().UnixMicro()); last < now-uint64(time.Minute.Microseconds()) || last > now+uint64(time.Minute.Microseconds()) {
+		t.Fatalf("token %d is not near the clock %d", last, now)
+	}
+}

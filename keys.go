@@ -1,0 +1,78 @@
+package baton
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxNameLen is the longest lock name accepted, in bytes.
+const MaxNameLen = 4096
+
+// keys are the Redis keys of one lock name. They all begin with
+// "<prefix>:{<name>}", so they share a hash slot on Redis Cluster.
+type keys struct {
+	lock  string // owner token of the holder, with the lease as its TTL
+	fence string // last fencing token issued; kept without TTL
+	queue string // list of waiting sessions, oldest first
+	dead  string // hash: waiting session -> "<deadline ms>:<lease ms>"
+}
+
+func newKeys(prefix, name string) keys {
+	base := prefix + ":{" + name + "}"
+	return keys{lock: base, fence: base + ":f", queue: base + ":q", dead: base + ":d"}
+}
+
+func (k keys) list() []string { return []string{k.lock, k.fence, k.queue, k.dead} }
+
+// checkName rejects names that cannot be locked safely. A name beginning
+// with "}" would make the hash tag empty, and Redis Cluster would then
+// scatter the name's keys over several slots.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidName, len(name), MaxNameLen)
+	case name[0] == '}':
+		return fmt.Errorf("%w: %q begins with '}'", ErrInvalidName, truncate(name))
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// nameOfLockKey returns the lock name of a lock key, or false for any other
+// key (companion keys end in "}:x").
+func nameOfLockKey(prefix, key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, prefix+":{")
+	if !ok || !strings.HasSuffix(rest, "}") {
+		return "", false
+	}
+	return rest[:len(rest)-1], true
+}
+
+// slot is the Redis Cluster hash slot of key (CRC16/XMODEM of its hash tag).
+func slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc & 16383
+}

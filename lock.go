@@ -1,0 +1,180 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Lock is a held lock. Its methods are safe for concurrent use; Unlock
+// releases it once, and every later call returns an error.
+type Lock struct {
+	s        *Session
+	ns       *nameState
+	h        *hold
+	token    uint64
+	acquired time.Time
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	done     chan struct{} // closed by Session.finish when released or lost
+
+	err error // guarded by s.mu: nil while held, then why it ended
+}
+
+type lockKey struct{}
+
+// FromContext returns the Lock whose Context ctx is or derives from, as in
+// the fn passed to Do, for its fencing token.
+func FromContext(ctx context.Context) (*Lock, bool) {
+	l, ok := ctx.Value(lockKey{}).(*Lock)
+	return l, ok
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.ns.name }
+
+// Token returns the fencing token: it rises on every acquisition of the name
+// by any client, so a storage layer that remembers the highest token it has
+// seen can refuse writes from a holder that lost the lock while paused.
+func (l *Lock) Token() uint64 { return l.token }
+
+// Done returns a channel that is closed once the lock is released or lost.
+func (l *Lock) Done() <-chan struct{} { return l.done }
+
+// Context returns a context cancelled once the lock is released or lost; its
+// cause is the error Err reports.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// Err returns nil while the lock is held, an error matching ErrLockLost once
+// it was lost, and ErrUnlocked or ErrClosed once it was released.
+func (l *Lock) Err() error {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.err
+}
+
+// Unlock releases the lock. If the lock was lost, it returns an error
+// matching ErrLockLost and touches nothing in Redis; a second Unlock returns
+// ErrUnlocked. The lock counts as released (Done closes) as soon as Unlock
+// is called, even if Redis cannot be reached: ctx bounds the round trip, and
+// a key that could not be deleted expires within the lease.
+func (l *Lock) Unlock(ctx context.Context) error {
+	s, ns, h := l.s, l.ns, l.h
+	s.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		s.mu.Unlock()
+		if errors.Is(err, ErrLockLost) {
+			return err
+		}
+		return fmt.Errorf("%w: %q", err, truncate(ns.name))
+	}
+	s.finish(l, ErrUnlocked)
+	if ns.held != h {
+		s.mu.Unlock()
+		return nil
+	}
+	// Hand the lock to the next goroutine of this session without Redis,
+	// at most CohortLimit-1 times in a row, so queued sessions get a turn.
+	if len(ns.waiters) > 0 && h.passes+1 < s.c.cohort && !s.closed && time.Until(h.deadline) > s.margin {
+		h.passes++
+		s.handTo(ns, h, h.fence+uint64(h.passes))
+		s.c.stats.handoffs.Add(1)
+		s.mu.Unlock()
+		return nil
+	}
+	ns.busy = true
+	s.mu.Unlock()
+	var err error
+	for {
+		err = s.releaseHold(ctx, ns, h)
+		s.mu.Lock()
+		if err == nil && ns.held == h && h.lock == nil {
+			// Redis kept it for our next waiter, who has gone meanwhile.
+			s.mu.Unlock()
+			continue
+		}
+		break
+	}
+	ns.busy = false
+	deq := s.settled(ns)
+	s.mu.Unlock()
+	if deq {
+		s.dequeue(ns)
+	}
+	return err
+}
+
+// releaseHold runs the release script for h and applies its result, except
+// for the final settling; ns is busy.
+func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error {
+	s.mu.Lock()
+	requeue := len(ns.waiters) > 0 && !s.closed
+	s.mu.Unlock()
+	args := []string{h.owner, s.member, strconv.FormatInt(s.lease.Milliseconds(), 10),
+		strconv.Itoa(s.c.cohort), boolArg(requeue), s.c.prefix, ns.name}
+	sent := time.Now()
+	vals, err := run(ctx, s.c.rc, false, releaseScript, ns.keys.list(), args).AsIntSlice()
+	if err != nil && !isRedisErr(err) && ctx.Err() == nil {
+		// A dropped connection loses the reply, not necessarily the call:
+		// try once more, and read "not ours" then as our own earlier release.
+		sent = time.Now()
+		vals, err = run(ctx, s.c.rc, false, releaseScript, ns.keys.list(), args).AsIntSlice()
+		if err == nil && len(vals) > 0 && vals[0] == -1 {
+			vals[0] = 0
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || len(vals) == 0 {
+		// Unknown outcome: stop renewing; the key expires within the lease.
+		// A waiter of ours that finds the key still ours takes it over.
+		ns.held = nil
+		ns.recheck = time.Time{}
+		if err == nil {
+			err = errors.New("empty reply")
+		}
+		return fmt.Errorf("baton: unlock %q: %w", truncate(ns.name), err)
+	}
+	switch vals[0] {
+	case -1:
+		ns.held = nil
+		ns.recheck = time.Time{}
+		s.c.stats.lost.Add(1)
+		return fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(ns.name))
+	case 0:
+		ns.held = nil
+		ns.recheck = time.Time{}
+	case 1:
+		ns.held = nil
+		ns.queued = requeue
+		// The grant message wakes our head waiter; the timer is the safety net.
+		ns.recheck = time.Now().Add(s.lease)
+	case 2:
+		fence := uint64(vals[1])
+		ns.seen = max(ns.seen, fence)
+		h.owner = s.member + ":" + strconv.FormatUint(fence, 10)
+		h.fence, h.passes = fence, 0
+		h.deadline = sent.Add(s.lease - s.margin)
+		if len(ns.waiters) > 0 {
+			s.handTo(ns, h, fence)
+		}
+	}
+	return nil
+}
+
+func isRedisErr(err error) bool {
+	_, ok := rueidis.IsRedisErr(err)
+	return ok
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

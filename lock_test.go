@@ -1,0 +1,148 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/redistest"
+)
+
+func TestLockUnlock(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+
+	l, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if l.Name() != name || l.Token() == 0 || l.Err() != nil {
+		t.Fatalf("lock: name %q token %d err %v", l.Name(), l.Token(), l.Err())
+	}
+	select {
+	case <-l.Done():
+		t.Fatal("Done closed while held")
+	default:
+	}
+	if got := srv.Do(t, "GET", "baton:{"+name+"}"); got.Error() != nil {
+		t.Fatalf("key missing while held: %v", got.Error())
+	}
+	if pttl, _ := srv.Do(t, "PTTL", "baton:{"+name+"}").AsInt64(); pttl <= 0 || pttl > DefaultLeaseTTL.Milliseconds() {
+		t.Fatalf("PTTL %d, want (0, %d]", pttl, DefaultLeaseTTL.Milliseconds())
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	<-l.Done()
+	if !errors.Is(context.Cause(l.Context()), ErrUnlocked) || !errors.Is(l.Err(), ErrUnlocked) {
+		t.Fatalf("after Unlock: cause %v, err %v", context.Cause(l.Context()), l.Err())
+	}
+	if n, _ := srv.Do(t, "EXISTS", "baton:{"+name+"}").AsInt64(); n != 0 {
+		t.Fatal("key left after Unlock")
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, ErrUnlocked) {
+		t.Fatalf("second Unlock: %v, want ErrUnlocked", err)
+	}
+	l2, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("Lock again: %v", err)
+	}
+	if l2.Token() <= l.Token() {
+		t.Fatalf("token did not rise: %d then %d", l.Token(), l2.Token())
+	}
+	// The stale Lock must not release the new holder's key.
+	if err := l.Unlock(ctx); !errors.Is(err, ErrUnlocked) {
+		t.Fatalf("stale Unlock: %v", err)
+	}
+	if n, _ := srv.Do(t, "EXISTS", "baton:{"+name+"}").AsInt64(); n != 1 {
+		t.Fatal("stale Unlock released the new holder's key")
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTryLock(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+
+	la, err := a.TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("TryLock on a free lock: %v", err)
+	}
+	if _, err := b.TryLock(ctx, name); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryLock on a held lock: %v, want ErrNotAcquired", err)
+	}
+	if _, err := a.TryLock(ctx, name); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryLock by the holder's own client: %v, want ErrNotAcquired", err)
+	}
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("TryLock after release: %v", err)
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token did not rise: %d then %d", la.Token(), lb.Token())
+	}
+	lb.Unlock(ctx)
+}
+
+func TestWaiterWokenByRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  Options
+	}{
+		{"tracking", Options{}},
+		{"no-cache", Options{Redis: redisOpt(func(o *rueidisOption) { o.DisableCache = true })}},
+		{"resp2", Options{Redis: redisOpt(func(o *rueidisOption) { o.AlwaysRESP2 = true; o.DisableCache = true })}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			a := newClient(t, srv, tc.opt)
+			b := newClient(t, srv, tc.opt)
+			ctx := ctxTimeout(t, 10*time.Second)
+			name := uniqueName(t)
+			qb := queued(b)
+
+			la, err := a.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *Lock, 1)
+			errc := make(chan error, 1)
+			go func() {
+				l, err := b.Lock(ctx, name)
+				errc <- err
+				got <- l
+			}()
+			waitFor(t, qb, 5*time.Second, "b to queue")
+			start := time.Now()
+			if err := la.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := waitFor(t, errc, 5*time.Second, "b to acquire"); err != nil {
+				t.Fatal(err)
+			}
+			lb := <-got
+			// Generous bound: a timer-driven wake-up would take the whole lease.
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("hand-off took %v", d)
+			}
+			if lb.Token() <= la.Token() {
+				t.Fatalf("token did not rise: %d then %d", la.Token(), lb.Token())
+			}
+			if st := b.Stats(); st.Granted != 1 {
+				t.Fatalf("b stats %+v: want the lock granted by a's release", st)
+			}
+			lb.Unlock(ctx)
+		})
+	}
+}

@@ -1,0 +1,169 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/faultproxy"
+	"github.com/batonlock/baton/internal/redistest"
+)
+
+// TestLostWhenKeyDeleted: a key deleted behind the holder's back is lost at
+// the next renewal: Done closes, Context is cancelled, Err and Unlock report
+// ErrLockLost, and Unlock leaves the new holder's key alone.
+func TestLostWhenKeyDeleted(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{LeaseTTL: 300 * time.Millisecond})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Do(t, "DEL", "baton:{"+name+"}")
+	waitFor(t, la.Done(), 5*time.Second, "loss signal")
+	if !errors.Is(la.Err(), ErrLockLost) || !errors.Is(context.Cause(la.Context()), ErrLockLost) {
+		t.Fatalf("Err %v, cause %v", la.Err(), context.Cause(la.Context()))
+	}
+	lb, err := b.TryLock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock of a lost lock: %v", err)
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token did not rise: %d then %d", la.Token(), lb.Token())
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatalf("new holder's Unlock: %v (its key was touched)", err)
+	}
+	if st := a.Stats(); st.Lost != 1 {
+		t.Fatalf("stats %+v, want 1 lost", st)
+	}
+}
+
+// TestLostBeforeExpiry: when renewals cannot get through, the holder is told
+// it lost the lock while the key still exists in Redis, that is before
+// anyone else can acquire it.
+func TestLostBeforeExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	p, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const lease = 2 * time.Second // drift margin 76 ms
+	a := newClient(t, srv, Options{LeaseTTL: lease, Redis: redisOpt(func(o *rueidisOption) {
+		o.InitAddress = []string{p.Addr()}
+	})})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole(true)
+	start := time.Now()
+	waitFor(t, la.Done(), 5*time.Second, "loss signal")
+	took := time.Since(start)
+	pttl, _ := srv.Do(t, "PTTL", "baton:{"+name+"}").AsInt64()
+	if pttl <= 0 {
+		t.Fatalf("key already gone (PTTL %d) when the holder learned of the loss after %v", pttl, took)
+	}
+	if !errors.Is(la.Err(), ErrLockLost) {
+		t.Fatalf("Err %v", la.Err())
+	}
+	t.Logf("loss signalled after %v with %d ms left on the key", took, pttl)
+	p.Blackhole(false)
+	if err := la.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// TestRedisRestart: Redis restarts without persistence while a holds and b
+// waits. a learns of the loss; b gets the lock once Redis is back, with a
+// higher fencing token although the counter vanished.
+func TestRedisRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = time.Second
+	a := newClient(t, srv, Options{LeaseTTL: lease})
+	b := newClient(t, srv, Options{LeaseTTL: lease})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb := queued(b)
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := b.Lock(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, qb, 5*time.Second, "b to queue")
+	srv.Restart(t)
+	waitFor(t, la.Done(), 10*time.Second, "a's loss signal")
+	lb := waitFor(t, got, 10*time.Second, "b to acquire after the restart")
+	if lb == nil {
+		t.FailNow()
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token did not rise across the restart: %d then %d", la.Token(), lb.Token())
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaiterSurvivesConnectionKill: every client connection is killed while
+// b waits; b still gets the lock when a releases.
+func TestWaiterSurvivesConnectionKill(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  func(*rueidisOption)
+	}{
+		{"tracking", func(*rueidisOption) {}},
+		{"no-cache", func(o *rueidisOption) { o.DisableCache = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			a := newClient(t, srv, Options{Redis: redisOpt(tc.opt)})
+			b := newClient(t, srv, Options{Redis: redisOpt(tc.opt)})
+			ctx := ctxTimeout(t, 10*time.Second)
+			name := uniqueName(t)
+			la, err := a.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qb := queued(b)
+			got := make(chan error, 1)
+			go func() {
+				l, err := b.Lock(ctx, name)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			waitFor(t, qb, 5*time.Second, "b to queue")
+			srv.Do(t, "CLIENT", "KILL", "SKIPME", "yes")
+			start := time.Now()
+			if err := la.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock after the kill: %v", err)
+			}
+			if err := waitFor(t, got, 5*time.Second, "b"); err != nil {
+				t.Fatal(err)
+			}
+			// Generous: the lease is 10 s, so b was not saved by expiry.
+			if d := time.Since(start); d > 3*time.Second {
+				t.Fatalf("b waited %v after the release", d)
+			}
+		})
+	}
+}

@@ -1,0 +1,111 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/redistest"
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	goleak.VerifyTestMain(m, redistest.KnownLeaks()...)
+}
+
+var nameSeq atomic.Int64
+
+// uniqueName gives each test its own lock names.
+func uniqueName(t testing.TB) string {
+	return fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "."), nameSeq.Add(1))
+}
+
+// newClient returns a client on srv, closed at cleanup.
+func newClient(t testing.TB, srv *redistest.Server, opt Options) *Client {
+	t.Helper()
+	o := srv.Option()
+	o.Standalone = opt.Redis.Standalone
+	o.DisableCache = opt.Redis.DisableCache
+	o.AlwaysRESP2 = opt.Redis.AlwaysRESP2
+	o.DialCtxFn = opt.Redis.DialCtxFn
+	if len(opt.Redis.InitAddress) > 0 {
+		o.InitAddress = opt.Redis.InitAddress
+	}
+	opt.Redis = o
+	c, err := New(opt)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// queued returns a channel that receives the lock name each time a waiter of
+// c goes to sleep in the Redis queue.
+func queued(c *Client) <-chan string {
+	ch := make(chan string, 64)
+	c.onQueued = func(name string, _ int64) {
+		select {
+		case ch <- name:
+		default:
+		}
+	}
+	return ch
+}
+
+func waitFor[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+		panic("unreachable")
+	}
+}
+
+type rueidisOption = rueidis.ClientOption
+
+func redisOpt(f func(*rueidisOption)) rueidisOption {
+	var o rueidisOption
+	f(&o)
+	return o
+}
+
+const childEnv = "BATON_TEST_CHILD"
+
+// runChild is a holder process for TestHolderCrash: it takes the lock
+// named in BATON_TEST_CHILD ("addr name lease"), says so on stdout, and
+// waits to be killed.
+func runChild() int {
+	f := strings.Fields(os.Getenv(childEnv))
+	lease, _ := time.ParseDuration(f[2])
+	c, err := New(Options{Redis: rueidis.ClientOption{InitAddress: []string{f[0]}}, LeaseTTL: lease})
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	if _, err := c.Lock(context.Background(), f[1]); err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	fmt.Println("locked")
+	select {}
+}
+
+func cutPrefix(s, p string) (string, bool) { return strings.CutPrefix(s, p) }
+func index(s, sub string) int             { return strings.Index(s, sub) }

@@ -1,0 +1,185 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/faultproxy"
+	"github.com/batonlock/baton/internal/redistest"
+)
+
+// TestCohortBound: a session with many local waiters passes the lock among
+// them at most CohortLimit-1 times before a queued session gets its turn.
+func TestCohortBound(t *testing.T) {
+	srv := redistest.Start(t)
+	const cohort = 3
+	a := newClient(t, srv, Options{CohortLimit: cohort})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	first, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		order []string
+		wg    sync.WaitGroup
+	)
+	take := func(c *Client, label string) {
+		defer wg.Done()
+		l, err := c.Lock(ctx, name)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		order = append(order, label)
+		mu.Unlock()
+		l.Unlock(ctx)
+	}
+	const local = 6
+	for i := 0; i < local; i++ {
+		wg.Add(1)
+		go take(a, fmt.Sprintf("a%d", i))
+	}
+	waitLocalWaiters(t, a.Session(), name, local)
+	qb := queued(b)
+	wg.Add(1)
+	go take(b, "b")
+	waitFor(t, qb, 5*time.Second, "b to queue")
+	first.Unlock(ctx)
+	wg.Wait()
+	pos := -1
+	for i, x := range order {
+		if x == "b" {
+			pos = i
+		}
+	}
+	t.Logf("order after the first holder: %v", order)
+	// The first holder plus cohort-1 hand-offs, then b.
+	if pos < 0 || pos > cohort-1 {
+		t.Fatalf("b took the lock at position %d of %v, want <= %d", pos, order, cohort-1)
+	}
+}
+
+// injectEntry queues a fake session for name, as a crashed process would
+// leave it, with its deadline offset from now.
+func injectEntry(t *testing.T, srv *redistest.Server, name, member string, deadline, lease time.Duration) {
+	k := newKeys("baton", name)
+	now := time.Now()
+	srv.Do(t, "RPUSH", k.queue, member)
+	srv.Do(t, "HSET", k.dead, member, fmt.Sprintf("%d:%d", now.Add(deadline).UnixMilli(), lease.Milliseconds()))
+}
+
+// TestQueueEntryOfCrashedSession: an entry whose deadline passed is pruned
+// at once; one still live receives the grant, and the sessions behind it get
+// the lock when that grant's lease runs out.
+func TestQueueEntryOfCrashedSession(t *testing.T) {
+	const fake = "00000000000000000000000000000000-1"
+	for _, tc := range []struct {
+		name      string
+		deadline  time.Duration
+		wantUnder time.Duration
+	}{
+		{"expired", -time.Second, 500 * time.Millisecond},
+		{"live", time.Minute, 2 * time.Second}, // within a's 1 s lease + 1 s
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			a := newClient(t, srv, Options{LeaseTTL: time.Second})
+			b := newClient(t, srv, Options{LeaseTTL: time.Second})
+			ctx := ctxTimeout(t, 10*time.Second)
+			name := uniqueName(t)
+			la, err := a.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			injectEntry(t, srv, name, fake, tc.deadline, 500*time.Millisecond)
+			qb := queued(b)
+			got := make(chan error, 1)
+			go func() {
+				l, err := b.Lock(ctx, name)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			waitFor(t, qb, 5*time.Second, "b to queue")
+			start := time.Now()
+			if err := la.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := waitFor(t, got, 5*time.Second, "b"); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			t.Logf("b acquired %v after the release", took)
+			if took > tc.wantUnder {
+				t.Fatalf("b waited %v, want < %v", took, tc.wantUnder)
+			}
+		})
+	}
+}
+
+// TestGrantToWaiterThatGaveUp: a grant reaches a session whose only waiter
+// has just given up; the lock passes on to the next session instead of
+// sitting idle until its lease ends.
+func TestGrantToWaiterThatGaveUp(t *testing.T) {
+	srv := redistest.Start(t)
+	p, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	a := newClient(t, srv, Options{})
+	b := newClient(t, srv, Options{Redis: redisOpt(func(o *rueidisOption) { o.InitAddress = []string{p.Addr()} })})
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, qc := queued(b), queued(c)
+	bctx, cancelB := context.WithCancel(ctx)
+	bErr := make(chan error, 1)
+	go func() {
+		_, err := b.Lock(bctx, name)
+		bErr <- err
+	}()
+	waitFor(t, qb, 5*time.Second, "b to queue")
+	cGot := make(chan error, 1)
+	go func() {
+		l, err := c.Lock(ctx, name)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		cGot <- err
+	}()
+	waitFor(t, qc, 5*time.Second, "c to queue")
+
+	p.Blackhole(true) // b hears nothing of the grant for now
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := srv.Do(t, "GET", "baton:{"+name+"}").ToString(); v[:32] != b.id {
+		t.Fatalf("lock value %q: want it granted to b", v)
+	}
+	cancelB()
+	p.Blackhole(false)
+	if err := waitFor(t, bErr, 15*time.Second, "b to give up"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("b: %v, want Canceled", err)
+	}
+	if err := waitFor(t, cGot, 5*time.Second, "c to get the lock b gave up"); err != nil {
+		t.Fatal(err)
+	}
+	k := newKeys("baton", name)
+	if n, _ := srv.Do(t, "EXISTS", k.lock, k.queue, k.dead).AsInt64(); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+}

@@ -1,0 +1,33 @@
+-- Renews held locks and refreshes queue entries of waiting sessions, in one
+-- call for many names of one hash slot.
+-- ARGV: triples of kind, value, lease ms. Kind "h": KEYS[i] is a lock key and
+-- value its owner token. Kind "w": KEYS[i], KEYS[i+1] are a queue and its
+-- deadlines, value our member.
+-- Returns one integer per triple: 1 renewed, 0 no longer ours (or not queued).
+local nowms = now()
+local out = {}
+local k = 1
+for i = 1, #ARGV, 3 do
+  local kind, val, lease = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  if kind == 'h' then
+    if redis.call('GET', KEYS[k]) == val then
+      redis.call('PEXPIRE', KEYS[k], lease)
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
+    k = k + 1
+  else
+    local q, d = KEYS[k], KEYS[k + 1]
+    if redis.call('HEXISTS', d, val) == 1 then
+      redis.call('HSET', d, val, string.format('%.0f:%d', nowms + lease, lease))
+      redis.call('PEXPIRE', q, 2 * lease)
+      redis.call('PEXPIRE', d, 2 * lease)
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
+    k = k + 2
+  end
+end
+return out

@@ -1,0 +1,493 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// SessionOptions configure a Session made by Client.NewSession.
+type SessionOptions struct {
+	// LeaseTTL is the lease of the session's locks, renewed every
+	// LeaseTTL/3. Default: the Client's Options.LeaseTTL.
+	LeaseTTL time.Duration
+}
+
+// Session is an owner of locks: a 128-bit random identity, a lease, and the
+// set of locks it holds. Redis queues waiting sessions, not goroutines, so
+// the goroutines of one session waiting on one name share one place in the
+// queue and take the lock in FIFO order. Session is safe for concurrent
+// use; the zero value is not usable.
+type Session struct {
+	c      *Client
+	member string        // identity in Redis: owner tokens are member:fence
+	lease  time.Duration // TTL of the keys this session holds
+	margin time.Duration // allowance for clock drift and timer lateness
+
+	mu        sync.Mutex // protects names, closed, nextRenew, retry and every nameState and Lock of the session
+	names     map[string]*nameState
+	closed    bool
+	nextRenew time.Time
+	retry     backoff.BackOff // paces renewal after failures; nil while renewals succeed
+	done      chan struct{}   // closed by Close
+}
+
+// Done returns a channel closed when the session is closed, by its Close or
+// the Client's.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// LeaseTTL returns the lease of the session's locks.
+func (s *Session) LeaseTTL() time.Duration { return s.lease }
+
+// HeldLock describes a lock held by a session, for operators.
+type HeldLock struct {
+	Name       string
+	Token      uint64    // fencing token
+	Owner      string    // owner token stored in Redis
+	AcquiredAt time.Time // when this holder got it
+	Deadline   time.Time // local lease deadline: lost then unless renewed
+}
+
+// Held lists the locks the session holds now.
+func (s *Session) Held() []HeldLock {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []HeldLock
+	for _, ns := range s.names {
+		if h := ns.held; h != nil && h.lock != nil {
+			out = append(out, HeldLock{Name: ns.name, Token: h.lock.token, Owner: h.owner, AcquiredAt: h.lock.acquired, Deadline: h.deadline})
+		}
+	}
+	return out
+}
+
+// Lock acquires name, waiting as long as ctx allows; see Client.Lock.
+func (s *Session) Lock(ctx context.Context, name string) (*Lock, error) {
+	return s.acquire(ctx, name, true)
+}
+
+// TryLock makes one attempt to acquire name; see Client.TryLock.
+func (s *Session) TryLock(ctx context.Context, name string) (*Lock, error) {
+	return s.acquire(ctx, name, false)
+}
+
+// Do acquires name (waiting as long as ctx allows), runs fn with the lock's
+// Context, and releases the lock after fn returns, also when fn panics (the
+// panic then continues). It returns fn's error; if the lock was lost while fn
+// ran, the error also matches ErrLockLost. Put the whole transaction inside
+// fn, so the lock is released only after it committed.
+func (s *Session) Do(ctx context.Context, name string, fn func(ctx context.Context) error) (err error) {
+	if fn == nil {
+		return errors.New("baton: Do with nil fn")
+	}
+	l, err := s.Lock(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		uerr := l.Unlock(context.WithoutCancel(ctx))
+		if errors.Is(uerr, ErrLockLost) {
+			err = errors.Join(err, uerr)
+		} else if err == nil {
+			err = uerr
+		}
+	}()
+	return fn(l.Context())
+}
+
+// Close releases every lock of the session and fails its waiters with
+// ErrClosed. Releasing is bounded by the lease; keys that could not be
+// deleted expire with it. Closing twice is harmless.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	var rel []chore
+	for _, ns := range s.names {
+		if h := ns.held; h != nil && !ns.busy {
+			if h.lock != nil {
+				s.finish(h.lock, ErrClosed)
+			}
+			ns.held = nil
+			rel = append(rel, chore{s: s, name: ns.name, owner: h.owner})
+		}
+	}
+	s.mu.Unlock()
+	var err error
+	if len(rel) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
+		err = s.c.releaseAll(ctx, rel)
+		cancel()
+	}
+	s.c.mu.Lock()
+	delete(s.c.sessions, s.member)
+	s.c.mu.Unlock()
+	return err
+}
+
+func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("baton: lock %q: %w", truncate(name), err)
+	}
+	if !s.c.enter() {
+		return nil, ErrClosed
+	}
+	defer s.c.calls.Done()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	ns := s.names[name]
+	if ns == nil {
+		ns = &nameState{name: name, keys: newKeys(s.c.prefix, name)}
+		s.names[name] = ns
+	}
+	if !wait {
+		return s.tryOnce(ctx, ns)
+	}
+	w := &waiter{wake: make(chan struct{}, 1)}
+	ns.waiters = append(ns.waiters, w)
+	var (
+		timer   *time.Timer
+		lastErr error
+		waited  bool
+		bo      = newBackoff(s.lease)
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if w.lock != nil {
+			s.mu.Unlock()
+			if waited {
+				s.c.stats.waits.Add(1)
+			}
+			return w.lock, nil
+		}
+		sleep := time.Duration(-1)
+		if ns.waiters[0] == w && ns.held == nil && !ns.busy {
+			if d := time.Until(ns.recheck); d > 0 {
+				sleep = d
+			} else {
+				ns.busy = true
+				s.mu.Unlock()
+				sent := time.Now()
+				r, err := s.callAcquire(ctx, ns, true)
+				s.mu.Lock()
+				ns.busy = false
+				switch {
+				case err == nil && r.acquired:
+					bo.Reset()
+					s.install(ns, r.fence, sent.Add(s.lease-s.margin))
+					continue
+				case err == nil:
+					bo.Reset()
+					ns.queued = r.pos >= 0
+					ns.pos = r.pos
+					ns.seen = max(ns.seen, r.fence)
+					sleep = r.wait
+					ns.recheck = time.Now().Add(sleep)
+					s.settled(ns) // the head is still waiting: nothing to dequeue
+					if h := s.c.onQueued; h != nil {
+						h(ns.name, r.pos)
+					}
+				default:
+					lastErr = err
+					sleep = bo.NextBackOff()
+					ns.recheck = time.Now().Add(sleep)
+					s.settled(ns)
+				}
+				if w.lock != nil {
+					continue
+				}
+			}
+		}
+		s.mu.Unlock()
+		waited = true
+		var tc <-chan time.Time
+		if sleep >= 0 {
+			if timer == nil {
+				timer = time.NewTimer(sleep)
+			} else {
+				timer.Reset(sleep)
+			}
+			tc = timer.C
+		}
+		select {
+		case <-w.wake:
+		case <-tc:
+		case <-ctx.Done():
+			s.c.stats.timeouts.Add(1)
+			err := fmt.Errorf("baton: lock %q: %w", truncate(name), ctx.Err())
+			if lastErr != nil {
+				err = fmt.Errorf("%w (last redis error: %w)", err, lastErr)
+			}
+			return s.giveUp(ns, w, err)
+		case <-s.done:
+			return s.giveUp(ns, w, ErrClosed)
+		}
+		if timer != nil && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		s.mu.Lock()
+	}
+}
+
+// tryOnce is TryLock's single attempt; s.mu is held on entry.
+func (s *Session) tryOnce(ctx context.Context, ns *nameState) (*Lock, error) {
+	if ns.held != nil || ns.busy || len(ns.waiters) > 0 {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q is held or awaited by this session", ErrNotAcquired, truncate(ns.name))
+	}
+	ns.busy = true
+	s.mu.Unlock()
+	sent := time.Now()
+	r, err := s.callAcquire(ctx, ns, false)
+	s.mu.Lock()
+	ns.busy = false
+	var l *Lock
+	switch {
+	case err != nil:
+		err = fmt.Errorf("baton: trylock %q: %w", truncate(ns.name), err)
+	case r.acquired:
+		l = s.install(ns, r.fence, sent.Add(s.lease-s.margin))
+	default:
+		ns.seen = max(ns.seen, r.fence)
+		err = fmt.Errorf("%w: %q", ErrNotAcquired, truncate(ns.name))
+	}
+	deq := s.settled(ns)
+	s.mu.Unlock()
+	if deq {
+		s.dequeue(ns)
+	}
+	return l, err
+}
+
+// giveUp removes a waiter that stops waiting with err. If the lock reached it
+// meanwhile, the lock is passed on; if it was the session's last waiter for
+// the name, the session leaves the Redis queue.
+func (s *Session) giveUp(ns *nameState, w *waiter, err error) (*Lock, error) {
+	s.mu.Lock()
+	if l := w.lock; l != nil {
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
+		l.Unlock(ctx)
+		cancel()
+		return nil, err
+	}
+	for i, x := range ns.waiters {
+		if x == w {
+			ns.waiters = append(ns.waiters[:i], ns.waiters[i+1:]...)
+			break
+		}
+	}
+	deq := s.settled(ns)
+	s.mu.Unlock()
+	if deq {
+		s.dequeue(ns)
+	}
+	return nil, err
+}
+
+// settled runs after every change to ns, with s.mu held: it applies a
+// grant that arrived while a call was in flight, wakes the head waiter when
+// it may act, and forgets ns when it is idle. When nobody waits any more but
+// the session is still queued in Redis, it marks ns busy and returns true:
+// the caller must then run s.dequeue(ns) without s.mu.
+func (s *Session) settled(ns *nameState) bool {
+	if ns.busy {
+		return false
+	}
+	if ns.pending > ns.seen {
+		f := ns.pending
+		ns.pending = 0
+		s.granted(ns, f)
+	}
+	switch {
+	case ns.held != nil:
+	case len(ns.waiters) > 0:
+		wake(ns.waiters[0].wake)
+	case ns.queued:
+		ns.busy = true
+		return true
+	default:
+		if s.names[ns.name] == ns {
+			delete(s.names, ns.name)
+		}
+	}
+	return false
+}
+
+// settle is settled for goroutines that must not block: the janitor leaves
+// the queue for them.
+func (s *Session) settle(ns *nameState) {
+	if s.settled(ns) {
+		s.c.chore(chore{s: s, ns: ns})
+	}
+}
+
+// dequeue takes the session out of the Redis queue for ns (marked busy by
+// settled), passing on a lock granted to it meanwhile.
+func (s *Session) dequeue(ns *nameState) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.lease)
+	defer cancel()
+	args := []string{s.member, strconv.Itoa(s.c.cohort), s.c.prefix, ns.name}
+	fence, err := run(ctx, s.c.rc, false, dequeueScript, ns.keys.list(), args).AsInt64()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns.busy = false
+	// On error our entry is no longer refreshed and expires within a lease.
+	ns.queued = false
+	if err == nil {
+		ns.seen = max(ns.seen, uint64(fence))
+	}
+	if s.settled(ns) {
+		// Someone came and left again meanwhile: the janitor repeats it.
+		s.c.chore(chore{s: s, ns: ns})
+	}
+}
+
+// install records a lock acquired from Redis and hands it to the head waiter
+// (if any); s.mu is held.
+func (s *Session) install(ns *nameState, fence uint64, deadline time.Time) *Lock {
+	ns.seen = max(ns.seen, fence)
+	ns.queued = false
+	ns.recheck = time.Time{}
+	h := &hold{owner: s.member + ":" + strconv.FormatUint(fence, 10), fence: fence, deadline: deadline}
+	ns.held = h
+	return s.handTo(ns, h, fence)
+}
+
+// handTo creates the Lock for the current holder of h and gives it to the
+// head waiter, if any; s.mu is held.
+func (s *Session) handTo(ns *nameState, h *hold, token uint64) *Lock {
+	l := &Lock{s: s, ns: ns, h: h, token: token, acquired: time.Now(), done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.Background(), lockKey{}, l))
+	h.lock = l
+	s.c.stats.acquired.Add(1)
+	if len(ns.waiters) > 0 {
+		w := ns.waiters[0]
+		ns.waiters = ns.waiters[1:]
+		w.lock = l
+		wake(w.wake)
+	}
+	return l
+}
+
+// granted applies a grant from another session's release; s.mu is held.
+func (s *Session) granted(ns *nameState, fence uint64) {
+	if fence <= ns.seen {
+		return
+	}
+	if ns.busy {
+		ns.pending = max(ns.pending, fence)
+		return
+	}
+	owner := s.member + ":" + strconv.FormatUint(fence, 10)
+	if ns.held != nil || len(ns.waiters) == 0 || s.closed {
+		ns.seen = fence
+		s.c.chore(chore{s: s, name: ns.name, owner: owner})
+		return
+	}
+	// The release ran before the message reached us, at a moment we cannot
+	// know; until the first renewal confirms, count the lease from now and
+	// allow a third of it for the delivery.
+	s.install(ns, fence, time.Now().Add(s.lease-s.lease/3-s.margin))
+	s.c.stats.granted.Add(1)
+	s.c.kickRenewal()
+}
+
+// finish ends l's hold with err (ErrUnlocked, ErrClosed or ErrLockLost);
+// s.mu is held.
+func (s *Session) finish(l *Lock, err error) {
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	close(l.done)
+	l.cancel(err)
+	if l.h.lock == l {
+		l.h.lock = nil
+	}
+	if errors.Is(err, ErrLockLost) {
+		s.c.stats.lost.Add(1)
+	}
+}
+
+// lost marks ns's hold as lost; s.mu is held.
+func (s *Session) lost(ns *nameState, h *hold) {
+	if ns.held != h {
+		return
+	}
+	if h.lock != nil {
+		s.finish(h.lock, fmt.Errorf("%w: %q", ErrLockLost, truncate(ns.name)))
+	}
+	if !ns.busy {
+		ns.held = nil
+		ns.recheck = time.Time{}
+		s.settle(ns)
+	}
+}
+
+func newBackoff(lease time.Duration) *backoff.ExponentialBackOff {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 20 * time.Millisecond
+	bo.MaxInterval = max(lease/4, bo.InitialInterval)
+	bo.MaxElapsedTime = 0
+	bo.Reset()
+	return bo
+}
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// attempt is the outcome of one acquire script call.
+type attempt struct {
+	acquired bool
+	fence    uint64        // acquired: our token; busy: the name's counter
+	wait     time.Duration // busy: when to look again unless woken first
+	pos      int64         // busy: our place in the Redis queue, -1 if not queued
+}
+
+// callAcquire runs the acquire script. When wait is set, a busy lock queues
+// the session, and (with tracking) Redis remembers that we read the key.
+func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait bool) (attempt, error) {
+	args := []string{s.member, strconv.FormatInt(s.lease.Milliseconds(), 10), strconv.Itoa(s.c.cohort),
+		boolArg(wait), s.c.prefix, ns.name}
+	vals, err := run(ctx, s.c.rc, wait && s.c.tracking, acquireScript, ns.keys.list(), args).AsIntSlice()
+	switch {
+	case err != nil:
+		return attempt{}, err
+	case len(vals) >= 2 && vals[0] == 1:
+		return attempt{acquired: true, fence: uint64(vals[1])}, nil
+	case len(vals) < 4:
+		return attempt{}, fmt.Errorf("baton: unexpected acquire reply %v", vals)
+	}
+	wt := time.Duration(vals[1]) * time.Millisecond
+	if wt <= 0 { // a key without TTL (not written by baton): look again after a lease
+		wt = s.lease
+	}
+	return attempt{fence: uint64(vals[2]), wait: wt + time.Millisecond, pos: vals[3]}, nil
+}

@@ -1,0 +1,191 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/redistest"
+)
+
+// TestWaitDeadline: a waiter whose ctx ends returns ctx's error, leaves
+// nothing in Redis, and the next waiter moves up.
+func TestWaitDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{})
+	b := newClient(t, srv, Options{})
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	k := newKeys("baton", name)
+
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One remote waiter that gives up.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := b.Lock(short, name); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock past deadline: %v, want DeadlineExceeded", err)
+	}
+	if n, _ := srv.Do(t, "LLEN", k.queue).AsInt64(); n != 0 {
+		t.Fatalf("queue holds %d entries after the waiter gave up", n)
+	}
+	if n, _ := srv.Do(t, "EXISTS", k.dead).AsInt64(); n != 0 {
+		t.Fatal("queue deadlines left after the waiter gave up")
+	}
+
+	// Two local waiters in c: the first gives up, the second moves up and
+	// gets the lock when a releases.
+	qc := queued(c)
+	first, cancelFirst := context.WithCancel(ctx)
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(first, name)
+		firstErr <- err
+	}()
+	waitFor(t, qc, 5*time.Second, "first waiter to queue")
+	second := make(chan error, 1)
+	var l2 *Lock
+	go func() {
+		var err error
+		l2, err = c.Lock(ctx, name)
+		second <- err
+	}()
+	// The second waiter is local and does not talk to Redis; wait until it
+	// is in the local queue.
+	waitLocalWaiters(t, c.Session(), name, 2)
+	cancelFirst()
+	if err := waitFor(t, firstErr, 5*time.Second, "first waiter to give up"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first waiter: %v, want Canceled", err)
+	}
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(t, second, 5*time.Second, "second waiter"); err != nil {
+		t.Fatal(err)
+	}
+	l2.Unlock(ctx)
+	if n, _ := srv.Do(t, "EXISTS", k.lock, k.queue, k.dead).AsInt64(); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+}
+
+// waitLocalWaiters waits (on the session's own state, under its mutex)
+// until name has n local waiters.
+func waitLocalWaiters(t *testing.T, s *Session, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		got := 0
+		if ns := s.names[name]; ns != nil {
+			got = len(ns.waiters)
+		}
+		s.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d local waiters, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond) // polls state, orders nothing
+	}
+}
+
+func TestLockCancelledContext(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, f := range []func(context.Context, string) (*Lock, error){c.Lock, c.TryLock} {
+		if _, err := f(ctx, "x"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want Canceled", err)
+		}
+	}
+	if err := c.Do(ctx, "x", func(context.Context) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do: %v", err)
+	}
+	if n, _ := srv.Do(t, "DBSIZE").AsInt64(); n != 0 {
+		t.Fatalf("%d keys written with a cancelled context", n)
+	}
+}
+
+// TestWaitSendsNothing: while one goroutine waits for a held lock, Redis
+// sees only the holder's renewals.
+func TestWaitSendsNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	// Renewal every second; the waiter's expiry timer (at the key's TTL,
+	// about 3 s) stays outside the 1 s window.
+	const lease = 3 * time.Second
+	a := newClient(t, srv, Options{LeaseTTL: lease})
+	b := newClient(t, srv, Options{LeaseTTL: lease})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb := queued(b)
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.Lock(ctx, name)
+		if err == nil {
+			l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, qb, 5*time.Second, "b to queue")
+	before := commandCounts(t, srv)
+	time.Sleep(time.Second) // the measurement window, not an ordering
+	after := commandCounts(t, srv)
+	evals := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]
+	// a renews its lock and b refreshes its queue entry once a second: at
+	// most 2 ticks each in the window.
+	if evals > 4 {
+		t.Fatalf("%d scripts ran in 1s of waiting, want <= 4 (renewals only)", evals)
+	}
+	t.Logf("scripts in 1s of waiting: %d", evals)
+	for cmd, n := range after {
+		switch cmd {
+		case "evalsha", "eval", "info", "time", "get", "pexpire", "hexists", "hset", "ping":
+			continue // scripts and what renewal scripts run
+		case "hello", "client|tracking", "client|setinfo", "select":
+			continue // a pooled connection opened lazily
+		}
+		if d := n - before[cmd]; d > 0 {
+			t.Errorf("%d %s commands while waiting", d, cmd)
+		}
+	}
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(t, got, 5*time.Second, "b"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commandCounts returns calls per command from INFO commandstats.
+func commandCounts(t *testing.T, srv *redistest.Server) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range srv.Info(t, "commandstats") {
+		cmd, ok := cutPrefix(k, "cmdstat_")
+		if !ok {
+			continue
+		}
+		// calls=N,usec=...
+		if i := index(v, "calls="); i >= 0 {
+			rest := v[i+6:]
+			j := 0
+			for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+				j++
+			}
+			n, _ := strconv.ParseInt(rest[:j], 10, 64)
+			out[cmd] = n
+		}
+	}
+	return out
+}
