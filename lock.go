@@ -89,6 +89,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	ns.busy = true
 	s.mu.Unlock()
+	// Close waits for this release unless it had begun already; then the
+	// release races the closing connection, and a key it misses expires
+	// with its lease.
+	if s.c.enter() {
+		defer s.c.calls.Done()
+	}
 	var err error
 	for {
 		err = s.releaseHold(ctx, ns, h)

@@ -191,6 +191,10 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 				s.mu.Lock()
 				ns.busy = false
 				switch {
+				case err == nil && r.acquired && s.closed:
+					ns.held = &hold{owner: s.member + ":" + strconv.FormatUint(r.fence, 10)}
+					s.mu.Unlock()
+					return s.giveUp(ns, w, ErrClosed)
 				case err == nil && r.acquired:
 					bo.Reset()
 					s.install(ns, r.fence, sent.Add(s.lease-s.margin))
@@ -267,6 +271,11 @@ func (s *Session) tryOnce(ctx context.Context, ns *nameState) (*Lock, error) {
 	switch {
 	case err != nil:
 		err = fmt.Errorf("baton: trylock %q: %w", truncate(ns.name), err)
+	case r.acquired && s.closed:
+		s.mu.Unlock()
+		s.c.releaseAll(ctx, []chore{{s: s, name: ns.name, owner: s.member + ":" + strconv.FormatUint(r.fence, 10)}})
+		s.mu.Lock()
+		err = ErrClosed
 	case r.acquired:
 		l = s.install(ns, r.fence, sent.Add(s.lease-s.margin))
 	default:
@@ -299,8 +308,22 @@ func (s *Session) giveUp(ns *nameState, w *waiter, err error) (*Lock, error) {
 			break
 		}
 	}
+	var orphan *hold
+	if h := ns.held; h != nil && h.lock == nil && s.closed && !ns.busy {
+		// Acquired after the session closed: nobody may have it.
+		orphan, ns.held, ns.busy = h, nil, true
+	}
 	deq := s.settled(ns)
 	s.mu.Unlock()
+	if orphan != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
+		s.c.releaseAll(ctx, []chore{{s: s, name: ns.name, owner: orphan.owner}})
+		cancel()
+		s.mu.Lock()
+		ns.busy = false
+		deq = s.settled(ns)
+		s.mu.Unlock()
+	}
 	if deq {
 		s.dequeue(ns)
 	}
