@@ -52,20 +52,34 @@ type Options struct {
 	// the next waiting session if there is one. Default 8; 1 disables local
 	// hand-offs.
 	CohortLimit int
+
+	// MinReplicas, when above zero, makes every acquisition and renewal
+	// wait (WAIT) until that many replicas have the write. An acquisition
+	// they do not confirm within ReplicaTimeout is undone and fails with
+	// ErrNotReplicated; an unconfirmed renewal counts as a failed one. A lock
+	// granted by another session's release is confirmed by re-acquiring it
+	// (one more round trip). Default 0: no waiting.
+	MinReplicas int
+
+	// ReplicaTimeout bounds each WAIT when MinReplicas is set. Default
+	// 100ms; at most LeaseTTL/3.
+	ReplicaTimeout time.Duration
 }
 
 // Client is a lock client for one Redis deployment. It is safe for
 // concurrent use. Create it with New and close it with Close; the zero value
 // is not usable.
 type Client struct {
-	rc       rueidis.Client
-	prefix   string
-	cohort   int
-	id       string // 128 random bits in hex: prefix of every member of this client
-	channel  string // where release scripts announce grants to our sessions
-	tracking bool   // Redis tracks keys our acquire attempts read
-	def      *Session
-	stats    counters
+	rc             rueidis.Client
+	prefix         string
+	cohort         int
+	id             string        // 128 random bits in hex: prefix of every member of this client
+	channel        string        // where release scripts announce grants to our sessions
+	tracking       bool          // Redis tracks keys our acquire attempts read
+	replicas       int           // Options.MinReplicas
+	replicaTimeout time.Duration // Options.ReplicaTimeout
+	def            *Session
+	stats          counters
 
 	mu       sync.Mutex // protects sessions, nsess, closed
 	sessions map[string]*Session
@@ -76,10 +90,10 @@ type Client struct {
 	bg      context.Context    // cancelled by Close: stops the goroutines below
 	stop    context.CancelFunc // cancels bg
 	closing <-chan struct{}    // bg.Done()
-	wg      sync.WaitGroup // renewal loop, subscriber, janitor
-	renewC  chan struct{}  // size 1: asks the renewal loop to look again
-	janitor chan chore    // grants nobody wants, to hand on
-	subOK   chan struct{}  // closed once the grant channel is subscribed
+	wg      sync.WaitGroup     // renewal loop, subscriber, janitor
+	renewC  chan struct{}      // size 1: asks the renewal loop to look again
+	janitor chan chore         // grants nobody wants, to hand on
+	subOK   chan struct{}      // closed once the grant channel is subscribed
 
 	// onQueued, set only by tests before first use, is called (with the
 	// session's mutex held) when a waiter sleeps after a busy attempt.
@@ -108,18 +122,28 @@ func New(opt Options) (*Client, error) {
 	case opt.CohortLimit < 0 || opt.CohortLimit > 1024:
 		return nil, fmt.Errorf("%w: CohortLimit %d out of range [1, 1024]", ErrInvalidOptions, opt.CohortLimit)
 	}
+	switch {
+	case opt.MinReplicas < 0:
+		return nil, fmt.Errorf("%w: MinReplicas %d is negative", ErrInvalidOptions, opt.MinReplicas)
+	case opt.ReplicaTimeout < 0 || opt.ReplicaTimeout > opt.LeaseTTL/3:
+		return nil, fmt.Errorf("%w: ReplicaTimeout %v out of range [0, LeaseTTL/3]", ErrInvalidOptions, opt.ReplicaTimeout)
+	case opt.ReplicaTimeout == 0:
+		opt.ReplicaTimeout = min(100*time.Millisecond, opt.LeaseTTL/3)
+	}
 	var raw [16]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, fmt.Errorf("baton: owner identity: %w", err)
 	}
 	c := &Client{
-		prefix:   opt.KeyPrefix,
-		cohort:   opt.CohortLimit,
-		id:       hex.EncodeToString(raw[:]),
-		sessions: make(map[string]*Session),
-		renewC:   make(chan struct{}, 1),
-		janitor:  make(chan chore, 1024),
-		subOK:    make(chan struct{}),
+		prefix:         opt.KeyPrefix,
+		replicas:       opt.MinReplicas,
+		replicaTimeout: opt.ReplicaTimeout,
+		cohort:         opt.CohortLimit,
+		id:             hex.EncodeToString(raw[:]),
+		sessions:       make(map[string]*Session),
+		renewC:         make(chan struct{}, 1),
+		janitor:        make(chan chore, 1024),
+		subOK:          make(chan struct{}),
 	}
 	c.channel = c.prefix + ":c:" + c.id
 	c.bg, c.stop = context.WithCancel(context.Background())
@@ -145,9 +169,7 @@ func New(opt Options) (*Client, error) {
 		return nil, fmt.Errorf("baton: connect to redis: %w", err)
 	}
 	c.rc = rc
-	// Tracking needs CLIENT CACHING on the connection that runs the script,
-	// which a cluster client cannot promise; there grants and timers suffice.
-	c.tracking = !ro.DisableCache && rc.Mode() != rueidis.ClientModeCluster
+	c.tracking = !ro.DisableCache
 	c.def = c.newSession(opt.LeaseTTL)
 
 	c.wg.Add(3)
@@ -288,14 +310,14 @@ func (c *Client) Close() error {
 
 // Stats are counters since New. Read them with Client.Stats.
 type Stats struct {
-	Acquired       uint64 // locks acquired, by any path
-	LocalHandoffs  uint64 // of those, handed from a goroutine of the same session without Redis
-	Granted        uint64 // of those, granted by another session's release
-	Waits          uint64 // Lock calls that had to wait
-	Timeouts       uint64 // Lock calls that gave up because ctx ended
-	Lost           uint64 // held locks lost before Unlock
-	RenewalErrors  uint64 // renewal round trips that failed and were retried
-	Held           int    // locks held now
+	Acquired      uint64 // locks acquired, by any path
+	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
+	Granted       uint64 // of those, granted by another session's release
+	Waits         uint64 // Lock calls that had to wait
+	Timeouts      uint64 // Lock calls that gave up because ctx ended
+	Lost          uint64 // held locks lost before Unlock
+	RenewalErrors uint64 // renewal round trips that failed and were retried
+	Held          int    // locks held now
 }
 
 type counters struct {

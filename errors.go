@@ -21,6 +21,11 @@ var (
 	// released (by Unlock, or by closing its Session or Client).
 	ErrUnlocked = errors.New("baton: lock already released")
 
+	// ErrNotReplicated means fewer than Options.MinReplicas replicas
+	// acknowledged an acquisition within Options.ReplicaTimeout; the
+	// acquisition was undone.
+	ErrNotReplicated = errors.New("baton: not acknowledged by enough replicas")
+
 	// ErrInvalidName means a lock name was empty or too long.
 	ErrInvalidName = errors.New("baton: invalid lock name")
 

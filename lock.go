@@ -124,12 +124,14 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error
 	args := []string{h.owner, s.member, strconv.FormatInt(s.lease.Milliseconds(), 10),
 		strconv.Itoa(s.c.cohort), boolArg(requeue), s.c.prefix, ns.name}
 	sent := time.Now()
-	vals, err := run(ctx, s.c.rc, false, releaseScript, ns.keys.list(), args).AsIntSlice()
+	res, _ := run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
+	vals, err := res.AsIntSlice()
 	if err != nil && !isRedisErr(err) && ctx.Err() == nil {
 		// A dropped connection loses the reply, not necessarily the call:
 		// try once more, and read "not ours" then as our own earlier release.
 		sent = time.Now()
-		vals, err = run(ctx, s.c.rc, false, releaseScript, ns.keys.list(), args).AsIntSlice()
+		res, _ = run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
+		vals, err = res.AsIntSlice()
 		if err == nil && len(vals) > 0 && vals[0] == -1 {
 			vals[0] = 0
 		}

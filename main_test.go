@@ -108,4 +108,4 @@ func runChild() int {
 }
 
 func cutPrefix(s, p string) (string, bool) { return strings.CutPrefix(s, p) }
-func index(s, sub string) int             { return strings.Index(s, sub) }
+func index(s, sub string) int              { return strings.Index(s, sub) }

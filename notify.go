@@ -201,7 +201,8 @@ func (c *Client) releaseAll(ctx context.Context, rel []chore) error {
 			strconv.FormatInt(lease.Milliseconds(), 10), strconv.Itoa(c.cohort), "0", c.prefix, r.name}}
 	}
 	var first error
-	for _, r := range runMulti(ctx, c.rc, false, calls...) {
+	res, _ := runMulti(ctx, c.rc, pipe{}, calls...)
+	for _, r := range res {
 		if err := r.Error(); err != nil && first == nil {
 			first = err
 		}

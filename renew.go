@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/errgroup"
 )
 
 // maxBatch bounds the names renewed by one script call, so that one call
@@ -100,10 +101,13 @@ func (c *Client) renewDue(now time.Time) time.Time {
 		calls[i] = renewCall(g)
 	}
 	sent := time.Now()
-	res := runMulti(ctx, c.rc, false, calls...)
+	res, unconfirmed := c.renewSend(ctx, calls)
 	failed := make(map[*Session]bool)
 	for i, g := range groups {
 		vals, err := res[i].AsIntSlice()
+		if err == nil && unconfirmed[i] {
+			err = ErrNotReplicated
+		}
 		if err == nil && len(vals) != len(g) {
 			err = rueidis.Nil
 		}
@@ -131,6 +135,39 @@ func (c *Client) renewDue(now time.Time) time.Time {
 		s.mu.Unlock()
 	}
 	return next
+}
+
+// renewSend pipelines the renewal calls. With MinReplicas it follows them
+// with WAIT on the same connection; on a cluster, where one WAIT covers one
+// node, each call goes in its own pipeline, many at once. unconfirmed[i]
+// reports a call that its replicas did not acknowledge.
+func (c *Client) renewSend(ctx context.Context, calls []call) ([]rueidis.RedisResult, []bool) {
+	unconfirmed := make([]bool, len(calls))
+	if c.replicas == 0 {
+		res, _ := runMulti(ctx, c.rc, pipe{}, calls...)
+		return res, unconfirmed
+	}
+	p := pipe{replicas: c.replicas, timeout: c.replicaTimeout}
+	if c.rc.Mode() != rueidis.ClientModeCluster {
+		res, acked := runMulti(ctx, c.rc, p, calls...)
+		for i := range unconfirmed {
+			unconfirmed[i] = acked < int64(c.replicas)
+		}
+		return res, unconfirmed
+	}
+	res := make([]rueidis.RedisResult, len(calls))
+	var g errgroup.Group
+	g.SetLimit(32)
+	for i := range calls {
+		g.Go(func() error {
+			var acked int64
+			res[i], acked = run(ctx, c.rc, p, calls[i].s, calls[i].keys, calls[i].args)
+			unconfirmed[i] = acked < int64(c.replicas)
+			return nil
+		})
+	}
+	g.Wait()
+	return res, unconfirmed
 }
 
 // renewed applies one renewal result.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -56,48 +57,66 @@ type call struct {
 	keys, args []string
 }
 
-// runMulti sends calls in one pipeline, optionally behind CLIENT CACHING YES
-// (which makes Redis track the keys the first call reads), and resends with
-// EVAL those that hit NOSCRIPT.
-func runMulti(ctx context.Context, rc rueidis.Client, optIn bool, calls ...call) []rueidis.RedisResult {
-	b := rc.B()
-	cmds := make(rueidis.Commands, 0, len(calls)+1)
-	if optIn {
-		cmds = append(cmds, b.ClientCaching().Yes().Build())
-	}
-	for _, c := range calls {
-		cmds = append(cmds, c.s.evalsha(b, c.keys, c.args))
-	}
-	res := rc.DoMulti(ctx, cmds...)
-	if optIn {
-		res = res[1:]
-	}
-	var retry []int
+// pipe says how runMulti sends its calls.
+type pipe struct {
+	optIn    bool          // precede the first call with CLIENT CACHING YES, so Redis tracks the keys it reads
+	replicas int           // when > 0, follow the calls with WAIT replicas timeout
+	timeout  time.Duration // WAIT's timeout
+}
+
+// runMulti sends calls in one pipeline on one connection and resends with
+// EVAL those that hit NOSCRIPT. With p.replicas set it also returns how many
+// replicas acknowledged every write of the calls (WAIT runs on the same
+// connection, after them); otherwise acked is -1.
+func runMulti(ctx context.Context, rc rueidis.Client, p pipe, calls ...call) (res []rueidis.RedisResult, acked int64) {
+	res, acked = send(ctx, rc, p, calls, (*script).evalsha)
+	var retry []call
+	var idx []int
 	for i, r := range res {
 		if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
-			retry = append(retry, i)
+			retry = append(retry, calls[i])
+			idx = append(idx, i)
 		}
 	}
 	if len(retry) == 0 {
-		return res
+		return res, acked
 	}
-	cmds = cmds[:0]
-	if optIn {
-		cmds = append(cmds, b.ClientCaching().Yes().Build())
-	}
-	for _, i := range retry {
-		cmds = append(cmds, calls[i].s.eval(b, calls[i].keys, calls[i].args))
-	}
-	again := rc.DoMulti(ctx, cmds...)
-	if optIn {
-		again = again[1:]
-	}
-	for j, i := range retry {
+	again, acked2 := send(ctx, rc, p, retry, (*script).eval)
+	for j, i := range idx {
 		res[i] = again[j]
 	}
-	return res
+	// The first WAIT covered the calls that ran then; the second, the rest.
+	return res, min(acked, acked2)
 }
 
-func run(ctx context.Context, rc rueidis.Client, optIn bool, s *script, keys, args []string) rueidis.RedisResult {
-	return runMulti(ctx, rc, optIn, call{s, keys, args})[0]
+func send(ctx context.Context, rc rueidis.Client, p pipe, calls []call, build func(*script, rueidis.Builder, []string, []string) rueidis.Completed) ([]rueidis.RedisResult, int64) {
+	b := rc.B()
+	cmds := make(rueidis.Commands, 0, len(calls)+2)
+	if p.optIn {
+		cmds = append(cmds, b.ClientCaching().Yes().Build())
+	}
+	for _, c := range calls {
+		cmds = append(cmds, build(c.s, b, c.keys, c.args))
+	}
+	if p.replicas > 0 {
+		cmds = append(cmds, b.Wait().Numreplicas(int64(p.replicas)).Timeout(p.timeout.Milliseconds()).Build())
+	}
+	res := rc.DoMulti(ctx, cmds...)
+	acked := int64(-1)
+	if p.replicas > 0 {
+		n, err := res[len(res)-1].AsInt64()
+		if err == nil {
+			acked = n
+		}
+		res = res[:len(res)-1]
+	}
+	if p.optIn {
+		res = res[1:]
+	}
+	return res, acked
+}
+
+func run(ctx context.Context, rc rueidis.Client, p pipe, s *script, keys, args []string) (rueidis.RedisResult, int64) {
+	res, acked := runMulti(ctx, rc, p, call{s, keys, args})
+	return res[0], acked
 }

@@ -373,7 +373,8 @@ func (s *Session) dequeue(ns *nameState) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.lease)
 	defer cancel()
 	args := []string{s.member, strconv.Itoa(s.c.cohort), s.c.prefix, ns.name}
-	fence, err := run(ctx, s.c.rc, false, dequeueScript, ns.keys.list(), args).AsInt64()
+	res, _ := run(ctx, s.c.rc, pipe{}, dequeueScript, ns.keys.list(), args)
+	fence, err := res.AsInt64()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ns.busy = false
@@ -428,6 +429,13 @@ func (s *Session) granted(ns *nameState, fence uint64) {
 	if ns.held != nil || len(ns.waiters) == 0 || s.closed {
 		ns.seen = fence
 		s.c.chore(chore{s: s, name: ns.name, owner: owner})
+		return
+	}
+	if s.c.replicas > 0 {
+		// Replicas may not have the grant yet: the head waiter re-acquires
+		// the lock, which confirms it (the key already names us).
+		ns.recheck = time.Time{}
+		wake(ns.waiters[0].wake)
 		return
 	}
 	// The release ran before the message reached us, at a moment we cannot
@@ -499,10 +507,18 @@ type attempt struct {
 func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait bool) (attempt, error) {
 	args := []string{s.member, strconv.FormatInt(s.lease.Milliseconds(), 10), strconv.Itoa(s.c.cohort),
 		boolArg(wait), s.c.prefix, ns.name}
-	vals, err := run(ctx, s.c.rc, wait && s.c.tracking, acquireScript, ns.keys.list(), args).AsIntSlice()
+	p := pipe{optIn: wait && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
+	res, acked := run(ctx, s.c.rc, p, acquireScript, ns.keys.list(), args)
+	vals, err := res.AsIntSlice()
 	switch {
 	case err != nil:
 		return attempt{}, err
+	case len(vals) >= 2 && vals[0] == 1 && p.replicas > 0 && acked < int64(p.replicas):
+		// Undo: a failover could lose this write and let another client in.
+		owner := s.member + ":" + strconv.FormatInt(vals[1], 10)
+		uerr := s.c.releaseAll(context.WithoutCancel(ctx), []chore{{s: s, name: ns.name, owner: owner}})
+		return attempt{}, errors.Join(fmt.Errorf("%w: %d of %d replicas acknowledged %q within %v",
+			ErrNotReplicated, max(acked, 0), p.replicas, truncate(ns.name), p.timeout), uerr)
 	case len(vals) >= 2 && vals[0] == 1:
 		return attempt{acquired: true, fence: uint64(vals[1])}, nil
 	case len(vals) < 4:

@@ -1,0 +1,112 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/redistest"
+	"github.com/redis/rueidis"
+)
+
+// BenchmarkLockUnlock is one goroutine's uncontended Lock+Unlock: two round
+// trips. Compare with BenchmarkRawSetNX.
+func BenchmarkLockUnlock(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv, Options{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := c.Lock(ctx, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRawSetNX is the floor: SET NX PX and a compare-and-delete script.
+func BenchmarkRawSetNX(b *testing.B) {
+	srv := redistest.Start(b)
+	rc, err := rueidis.NewClient(srv.Option())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rc.Close()
+	del := rueidis.NewLuaScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rc.Do(ctx, rc.B().Set().Key("raw").Value("tok").Nx().Px(10*time.Second).Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+		if err := del.Exec(ctx, rc, []string{"raw"}, []string{"tok"}).Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkContended: every goroutine of one client takes turns on one name.
+func BenchmarkContended(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv, Options{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l, err := c.Lock(ctx, "hot")
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			l.Unlock(ctx)
+		}
+	})
+}
+
+// BenchmarkTryLockHeld is a failed TryLock on a lock held by another client.
+func BenchmarkTryLockHeld(b *testing.B) {
+	srv := redistest.Start(b)
+	holder := newClient(b, srv, Options{})
+	c := newClient(b, srv, Options{})
+	ctx := context.Background()
+	if _, err := holder.Lock(ctx, "held"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.TryLock(ctx, "held"); !errors.Is(err, ErrNotAcquired) {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRenew is one renewal pass over n held locks (one pipelined round
+// trip); ns/op is per pass.
+func BenchmarkRenew(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			srv := redistest.Start(b)
+			c := newClient(b, srv, Options{LeaseTTL: time.Hour})
+			ctx := context.Background()
+			for i := 0; i < n; i++ {
+				if _, err := c.TryLock(ctx, fmt.Sprint("r", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s := c.Session()
+			b.ReportAllocs()
+			for b.Loop() {
+				s.mu.Lock()
+				s.nextRenew = time.Time{}.Add(1) // due now
+				s.mu.Unlock()
+				c.renewDue(time.Now())
+			}
+			b.ReportMetric(float64(n), "locks")
+		})
+	}
+}
