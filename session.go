@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/rueidis"
 )
 
 // SessionOptions configure a Session made by Client.NewSession.
@@ -210,6 +212,11 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 					if h := s.c.onQueued; h != nil {
 						h(ns.name, r.pos)
 					}
+				case !transient(err):
+					s.settled(ns)
+					s.mu.Unlock()
+					_, gerr := s.giveUp(ns, w, fmt.Errorf("baton: lock %q: %w", truncate(name), err))
+					return nil, gerr
 				default:
 					lastErr = err
 					sleep = bo.NextBackOff()
@@ -492,6 +499,24 @@ func wake(c chan struct{}) {
 	case c <- struct{}{}:
 	default:
 	}
+}
+
+// transient reports whether a failed attempt is worth repeating while the
+// caller waits: network errors, and Redis errors that pass with time
+// (loading a dataset, failover, resharding).
+func transient(err error) bool {
+	if errors.Is(err, ErrNotReplicated) {
+		return false
+	}
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return true
+	}
+	switch strings.SplitN(re.Error(), " ", 2)[0] {
+	case "LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY", "MOVED", "ASK":
+		return true
+	}
+	return false
 }
 
 // attempt is the outcome of one acquire script call.
