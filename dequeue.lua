@@ -9,8 +9,7 @@ redis.call('LREM', q, 0, member)
 redis.call('HDEL', d, member)
 local mine = owned(redis.call('GET', k), member)
 if not mine then return 0 end
-local nowms, nowus = now()
-if not handoff(k, f, q, d, nowms, nowus, tonumber(ARGV[2]), member, ARGV[3], ARGV[4]) then
+if not handoff(k, f, q, d, member, mine + tonumber(ARGV[2]) - 1, ARGV[3], ARGV[4]) then
   redis.call('DEL', k)
 end
 return mine

@@ -160,8 +160,12 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error
 	case 1:
 		ns.held = nil
 		ns.queued = requeue
-		// The grant message wakes our head waiter; the timer is the safety net.
-		ns.recheck = time.Now().Add(s.lease)
+		ns.recheck = time.Time{}
+		if requeue {
+			// The grant message wakes our head waiter; the timer is the
+			// safety net.
+			ns.recheck = time.Now().Add(s.lease)
+		}
 	case 2:
 		fence := uint64(vals[1])
 		ns.seen = max(ns.seen, fence)

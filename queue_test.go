@@ -73,7 +73,7 @@ func injectEntry(t *testing.T, srv *redistest.Server, name, member string, deadl
 	k := newKeys("baton", name)
 	now := time.Now()
 	srv.Do(t, "RPUSH", k.queue, member)
-	srv.Do(t, "HSET", k.dead, member, fmt.Sprintf("%d:%d", now.Add(deadline).UnixMilli(), lease.Milliseconds()))
+	srv.Do(t, "HSET", k.dead, member, fmt.Sprintf("%d:%d:%d", now.Add(deadline).UnixMilli(), lease.Milliseconds(), DefaultCohortLimit))
 }
 
 // TestQueueEntryOfCrashedSession: an entry whose deadline passed is pruned

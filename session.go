@@ -162,10 +162,15 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 	}
 	w := &waiter{wake: make(chan struct{}, 1)}
 	ns.waiters = append(ns.waiters, w)
+	if len(ns.waiters) == 1 && !ns.queued {
+		// Not in the Redis queue: nothing will wake us, so ask now.
+		ns.recheck = time.Time{}
+	}
 	var (
 		timer   *time.Timer
 		lastErr error
 		waited  bool
+		tries   int
 		bo      = newBackoff(s.lease)
 	)
 	defer func() {
@@ -189,7 +194,8 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 				ns.busy = true
 				s.mu.Unlock()
 				sent := time.Now()
-				r, err := s.callAcquire(ctx, ns, true)
+				r, err := s.callAcquire(ctx, ns, true, tries > 0)
+				tries++
 				s.mu.Lock()
 				ns.busy = false
 				switch {
@@ -271,7 +277,7 @@ func (s *Session) tryOnce(ctx context.Context, ns *nameState) (*Lock, error) {
 	ns.busy = true
 	s.mu.Unlock()
 	sent := time.Now()
-	r, err := s.callAcquire(ctx, ns, false)
+	r, err := s.callAcquire(ctx, ns, false, false)
 	s.mu.Lock()
 	ns.busy = false
 	var l *Lock
@@ -528,11 +534,13 @@ type attempt struct {
 }
 
 // callAcquire runs the acquire script. When wait is set, a busy lock queues
-// the session, and (with tracking) Redis remembers that we read the key.
-func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait bool) (attempt, error) {
+// the session. With track (and tracking on), Redis remembers that we read
+// the key and tells us when it changes; a waiter's first attempt skips that
+// (most find the lock free, and a queued session is woken by its grant).
+func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait, track bool) (attempt, error) {
 	args := []string{s.member, strconv.FormatInt(s.lease.Milliseconds(), 10), strconv.Itoa(s.c.cohort),
 		boolArg(wait), s.c.prefix, ns.name}
-	p := pipe{optIn: wait && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
+	p := pipe{optIn: track && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
 	res, acked := run(ctx, s.c.rc, p, acquireScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()
 	switch {

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonlock/baton/bench/lockers"
+	"github.com/batonlock/baton/bench/redisx"
+	"github.com/batonlock/baton/bench/workload"
+)
+
+// workerSpec is sent by the parent to a -worker process (one JSON line on
+// its stdin).
+type workerSpec struct {
+	Lib      string          `json:"lib"`
+	Addr     string          `json:"addr"`
+	Config   lockers.Config  `json:"config"`
+	Instance int             `json:"instance"`
+	Params   workload.Params `json:"params"`
+}
+
+// Protocol on the worker's stdin/stdout:
+//
+//	parent -> worker: spec JSON line
+//	worker -> parent: "READY" (or "ERROR <msg>") line, after its client connected
+//	parent -> worker: "GO <epoch unix nanos>" line; the window is [epoch, epoch+duration]
+//	worker -> parent: result JSON (workload.Result), timestamps = wall clock - epoch
+//	parent closes stdin; the worker closes its client and exits.
+const (
+	readyTimeout = 30 * time.Second
+)
+
+type workerProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func runProcs(ctx context.Context, lib string, cfg lockers.Config, addr string, admin *redisx.Admin, p workload.Params) (workload.Result, redisx.Delta, error) {
+	var procs []*workerProc
+	cleanup := func() {
+		for _, w := range procs {
+			_ = w.stdin.Close()
+		}
+		for _, w := range procs {
+			done := make(chan struct{})
+			go func() { _ = w.cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				_ = w.cmd.Process.Kill()
+				<-done
+			}
+		}
+	}
+	defer cleanup()
+
+	for i := 0; i < p.Instances; i++ {
+		cmd, err := selfCommand(context.WithoutCancel(ctx))
+		if err != nil {
+			return workload.Result{}, redisx.Delta{}, err
+		}
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return workload.Result{}, redisx.Delta{}, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return workload.Result{}, redisx.Delta{}, err
+		}
+		if err := cmd.Start(); err != nil {
+			return workload.Result{}, redisx.Delta{}, fmt.Errorf("start worker: %w", err)
+		}
+		w := &workerProc{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20)}
+		procs = append(procs, w)
+		spec, _ := json.Marshal(workerSpec{Lib: lib, Addr: addr, Config: cfg, Instance: i, Params: p})
+		if _, err := fmt.Fprintf(stdin, "%s\n", spec); err != nil {
+			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d: %w", i, err)
+		}
+	}
+	// Wait until every worker's client is connected.
+	for i, w := range procs {
+		line, err := readLine(w.out, readyTimeout)
+		if err != nil {
+			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d not ready: %w", i, err)
+		}
+		if line != "READY" {
+			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d: %s", i, line)
+		}
+	}
+	s0, err := admin.Snapshot(ctx)
+	if err != nil {
+		return workload.Result{}, redisx.Delta{}, err
+	}
+	epoch := time.Now().UnixNano()
+	for i, w := range procs {
+		if _, err := fmt.Fprintf(w.stdin, "GO %d\n", epoch); err != nil {
+			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d: %w", i, err)
+		}
+	}
+	var res workload.Result
+	limit := p.Duration + workload.HangGrace + p.Hold + 30*time.Second
+	for i, w := range procs {
+		var r workload.Result
+		if err := decodeTimeout(w.out, &r, limit); err != nil {
+			res.Hung = append(res.Hung, fmt.Sprintf("worker process %d gave no result: %v", i, err))
+			continue
+		}
+		res.Merge(r)
+	}
+	s1, err := admin.Snapshot(context.WithoutCancel(ctx))
+	if err != nil {
+		return res, redisx.Delta{}, err
+	}
+	return res, s1.Sub(s0), nil
+}
+
+func readLine(r *bufio.Reader, timeout time.Duration) (string, error) {
+	type lr struct {
+		s   string
+		err error
+	}
+	ch := make(chan lr, 1)
+	go func() {
+		s, err := r.ReadString('\n')
+		ch <- lr{strings.TrimSpace(s), err}
+	}()
+	select {
+	case x := <-ch:
+		if x.err != nil && x.s == "" {
+			return "", x.err
+		}
+		return x.s, nil
+	case <-time.After(timeout):
+		return "", errors.New("timed out")
+	}
+}
+
+func decodeTimeout(r *bufio.Reader, v any, timeout time.Duration) error {
+	ch := make(chan error, 1)
+	go func() { ch <- json.NewDecoder(r).Decode(v) }()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(timeout):
+		return errors.New("timed out")
+	}
+}
+
+// workerMain is the -worker side of the protocol above.
+func workerMain() int {
+	in := bufio.NewReader(os.Stdin)
+	line, err := in.ReadString('\n')
+	if err != nil {
+		fmt.Println("ERROR reading spec:", err)
+		return 1
+	}
+	var spec workerSpec
+	if err := json.Unmarshal([]byte(line), &spec); err != nil {
+		fmt.Println("ERROR bad spec:", err)
+		return 1
+	}
+	ad, err := lockers.Get(spec.Lib, spec.Config)
+	if err != nil {
+		fmt.Println("ERROR", err)
+		return 1
+	}
+	l, err := ad.New(spec.Addr)
+	if err != nil {
+		fmt.Println("ERROR new:", err)
+		return 1
+	}
+	fmt.Println("READY")
+	line, err = in.ReadString('\n')
+	if err != nil {
+		return 1 // parent gave up
+	}
+	epochStr, ok := strings.CutPrefix(strings.TrimSpace(line), "GO ")
+	if !ok {
+		fmt.Println("ERROR expected GO")
+		return 1
+	}
+	epoch, err := strconv.ParseInt(epochStr, 10, 64)
+	if err != nil {
+		fmt.Println("ERROR bad epoch:", err)
+		return 1
+	}
+	// A time.Time carrying a monotonic reading that corresponds to the epoch.
+	now := time.Now()
+	start := now.Add(-time.Duration(now.UnixNano() - epoch))
+	holders := make([]atomic.Int32, spec.Params.Names)
+	res := workload.Run(context.Background(), []lockers.Locker{l}, spec.Instance, spec.Params, workload.WallClock(epoch), start, holders)
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		return 1
+	}
+	// Wait for the parent to read its counters, then close.
+	_, _ = io.Copy(io.Discard, in)
+	done := make(chan struct{})
+	go func() { l.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fmt.Fprintf(os.Stderr, "lockbench worker %d: %s Close did not return within 10s\n", spec.Instance, spec.Lib)
+	}
+	return 0
+}

@@ -1,0 +1,284 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonlock/baton/bench/lockers"
+)
+
+// Sample is one completed acquisition. Times are nanoseconds since the run's
+// epoch, read from one clock: the monotonic clock in-process, the wall
+// clock (same machine) when instances run as separate processes.
+type Sample struct {
+	G        int32  `json:"g"` // global goroutine index
+	N        int32  `json:"n"` // name index
+	Start    int64  `json:"s"` // Lock call start
+	Acquired int64  `json:"a"` // Lock returned with the lock held
+	Release  int64  `json:"r"` // holder begins its unlock
+	Released int64  `json:"d"` // unlock returned
+	Token    uint64 `json:"t,omitempty"`
+}
+
+// Result is what one or more instances recorded.
+type Result struct {
+	Samples []Sample `json:"samples"`
+	// OverlapsAtomic counts acquisitions that found another holder of the
+	// same name in the in-process holder counter.
+	OverlapsAtomic int64 `json:"overlaps_atomic"`
+	// LockErrors / UnlockErrors count failed calls by message (capped).
+	LockErrors   map[string]int `json:"lock_errors,omitempty"`
+	UnlockErrors map[string]int `json:"unlock_errors,omitempty"`
+	// Censored counts Lock calls still waiting at the deadline;
+	// CensoredMaxWait is the longest of those waits (ns).
+	Censored        int   `json:"censored"`
+	CensoredMaxWait int64 `json:"censored_max_wait"`
+	// Hung lists goroutines that did not return within the grace period
+	// after the deadline, with the call they were stuck in.
+	Hung []string `json:"hung,omitempty"`
+}
+
+// Merge adds o into r.
+func (r *Result) Merge(o Result) {
+	r.Samples = append(r.Samples, o.Samples...)
+	r.OverlapsAtomic += o.OverlapsAtomic
+	r.LockErrors = mergeCounts(r.LockErrors, o.LockErrors)
+	r.UnlockErrors = mergeCounts(r.UnlockErrors, o.UnlockErrors)
+	r.Censored += o.Censored
+	if o.CensoredMaxWait > r.CensoredMaxWait {
+		r.CensoredMaxWait = o.CensoredMaxWait
+	}
+	r.Hung = append(r.Hung, o.Hung...)
+}
+
+func mergeCounts(a, b map[string]int) map[string]int {
+	if len(b) == 0 {
+		return a
+	}
+	if a == nil {
+		a = map[string]int{}
+	}
+	for k, v := range b {
+		addCount(a, k, v)
+	}
+	return a
+}
+
+const maxDistinctErrors = 16
+
+func addCount(m map[string]int, k string, v int) {
+	if _, ok := m[k]; !ok && len(m) >= maxDistinctErrors {
+		k = "(other errors)"
+	}
+	m[k] += v
+}
+
+// Clock returns nanoseconds since the run's epoch.
+type Clock func() int64
+
+// MonotonicClock reads the monotonic clock relative to epoch.
+func MonotonicClock(epoch time.Time) Clock {
+	return func() int64 { return int64(time.Since(epoch)) }
+}
+
+// WallClock reads the wall clock relative to epochUnixNano (for runs that
+// span processes on one machine).
+func WallClock(epochUnixNano int64) Clock {
+	return func() int64 { return time.Now().UnixNano() - epochUnixNano }
+}
+
+// NameOf is the lock name for a name index.
+func NameOf(i int) string { return fmt.Sprintf("lockbench-%d", i) }
+
+// UnlockTimeout bounds each unlock call.
+const UnlockTimeout = 5 * time.Second
+
+// HangGrace is how long Run waits after the deadline for goroutines to
+// return before reporting them as hung.
+const HangGrace = 15 * time.Second
+
+// goroutine states, for reporting hangs
+const (
+	stIdle int32 = iota
+	stLocking
+	stHolding
+	stUnlocking
+	stDone
+)
+
+var stateNames = [...]string{"idle", "in Lock", "holding", "in Unlock", "done"}
+
+// Run drives insts (instance indexes instOffset, instOffset+1, ...) with p
+// until the deadline start+p.Duration. holders (len p.Names) is the
+// per-name holder counter, shared by all instances in this process.
+func Run(ctx context.Context, insts []lockers.Locker, instOffset int, p Params, clock Clock, start time.Time, holders []atomic.Int32) Result {
+	deadline := start.Add(p.Duration)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	names := make([]string, p.Names)
+	for i := range names {
+		names[i] = NameOf(i)
+	}
+
+	type slot struct {
+		mu   sync.Mutex
+		done bool
+		res  Result
+	}
+	n := len(insts) * p.Goroutines
+	slots := make([]slot, n)
+	states := make([]atomic.Int32, n)
+	var wg sync.WaitGroup
+	for i, inst := range insts {
+		tl, _ := inst.(lockers.TokenLocker)
+		for g := 0; g < p.Goroutines; g++ {
+			local := i*p.Goroutines + g
+			gi := (instOffset+i)*p.Goroutines + g
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res := worker(ctx, inst, tl, int32(gi), int32(gi%p.Names), names[gi%p.Names], p, clock, &holders[gi%p.Names], &states[local])
+				slots[local].mu.Lock()
+				slots[local].res, slots[local].done = res, true
+				slots[local].mu.Unlock()
+			}()
+		}
+	}
+	if d := time.Until(deadline); d > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(HangGrace + p.Hold):
+	}
+
+	var out Result
+	for i := range slots {
+		s := &slots[i]
+		s.mu.Lock()
+		if s.done {
+			out.Merge(s.res)
+		} else {
+			st := states[i].Load()
+			out.Hung = append(out.Hung, fmt.Sprintf("instance %d goroutine %d stuck %s", instOffset+i/p.Goroutines, i%p.Goroutines, stateNames[st]))
+		}
+		s.mu.Unlock()
+	}
+	sort.Slice(out.Samples, func(i, j int) bool { return out.Samples[i].Acquired < out.Samples[j].Acquired })
+	return out
+}
+
+func worker(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, gi, ni int32, name string, p Params, clock Clock, holder *atomic.Int32, state *atomic.Int32) Result {
+	var res Result
+	defer state.Store(stDone)
+	for ctx.Err() == nil {
+		state.Store(stLocking)
+		t0 := clock()
+		var (
+			unlock func(context.Context) error
+			token  uint64
+			err    error
+		)
+		unlock, token, err = safeLock(ctx, l, tl, name)
+		if err != nil {
+			if lockers.Ended(ctx) {
+				res.Censored++
+				if w := clock() - t0; w > res.CensoredMaxWait {
+					res.CensoredMaxWait = w
+				}
+				break
+			}
+			if res.LockErrors == nil {
+				res.LockErrors = map[string]int{}
+			}
+			addCount(res.LockErrors, err.Error(), 1)
+			state.Store(stIdle)
+			sleepCtx(ctx, 10*time.Millisecond) // do not spin on a failing call
+			continue
+		}
+		if unlock == nil {
+			if res.LockErrors == nil {
+				res.LockErrors = map[string]int{}
+			}
+			addCount(res.LockErrors, "Lock returned nil unlock and nil error", 1)
+			state.Store(stIdle)
+			sleepCtx(ctx, 10*time.Millisecond)
+			continue
+		}
+		t1 := clock()
+		state.Store(stHolding)
+		if holder.Add(1) > 1 {
+			res.OverlapsAtomic++
+		}
+		if p.Hold > 0 {
+			time.Sleep(p.Hold)
+		}
+		holder.Add(-1) // before unlock begins: the next holder may get it at once
+		state.Store(stUnlocking)
+		t2 := clock()
+		uctx, ucancel := context.WithTimeout(context.Background(), UnlockTimeout)
+		err = safeUnlock(uctx, unlock)
+		ucancel()
+		t3 := clock()
+		if err != nil {
+			if res.UnlockErrors == nil {
+				res.UnlockErrors = map[string]int{}
+			}
+			msg := err.Error()
+			if errors.Is(err, context.DeadlineExceeded) {
+				msg = "unlock timed out after " + UnlockTimeout.String() + ": " + msg
+			}
+			addCount(res.UnlockErrors, msg, 1)
+		}
+		res.Samples = append(res.Samples, Sample{G: gi, N: ni, Start: t0, Acquired: t1, Release: t2, Released: t3, Token: token})
+		state.Store(stIdle)
+		if p.Think > 0 {
+			sleepCtx(ctx, p.Think)
+		}
+	}
+	return res
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// safeLock calls the library, turning a panic into an error so that one
+// misbehaving library does not take the whole comparison down.
+func safeLock(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, name string) (unlock func(context.Context) error, token uint64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			unlock, token, err = nil, 0, fmt.Errorf("panic in Lock: %v", r)
+		}
+	}()
+	if tl != nil {
+		return tl.LockToken(ctx, name)
+	}
+	unlock, err = l.Lock(ctx, name)
+	return unlock, 0, err
+}
+
+func safeUnlock(ctx context.Context, unlock func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in Unlock: %v", r)
+		}
+	}()
+	return unlock(ctx)
+}

@@ -1,0 +1,203 @@
+package workload
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/batonlock/baton/bench/redisx"
+)
+
+// Metrics is the per-library, per-scenario report line.
+type Metrics struct {
+	Library  string `json:"library"`
+	Scenario string `json:"scenario"`
+	Procs    bool   `json:"procs"`
+
+	Acquisitions int `json:"acquisitions"`
+	AcqPerSec    Num `json:"acq_per_sec"`
+	Util         Num `json:"utilisation"`
+
+	WaitP50US Num `json:"wait_p50_us"`
+	WaitP99US Num `json:"wait_p99_us"`
+	WaitMaxUS Num `json:"wait_max_us"`
+
+	Handoffs  int `json:"handoffs"`
+	GapP50US  Num `json:"gap_p50_us"`
+	GapP99US  Num `json:"gap_p99_us"`
+	UnlockP50 Num `json:"unlock_p50_us"`
+
+	RedisCommands int64   `json:"redis_commands"`
+	RedisCPUSec   float64 `json:"redis_cpu_sec"`
+	CmdsPerAcq    Num     `json:"cmds_per_acq"`
+	CPUUSPerAcq   Num     `json:"cpu_us_per_acq"`
+
+	Jain Num `json:"jain"`
+	// PerGoroutine counts counted acquisitions by global goroutine index
+	// (instance*goroutines + goroutine); PerInstance sums them by instance.
+	PerGoroutine []int `json:"acq_per_goroutine"`
+	PerInstance  []int `json:"acq_per_instance"`
+
+	Overlaps          int64 `json:"overlaps"`
+	OverlapsAtomic    int64 `json:"overlaps_atomic"`
+	OverlapsInterval  int64 `json:"overlaps_interval"`
+	HasTokens         bool  `json:"has_tokens"`
+	FencingViolations int   `json:"fencing_violations"`
+
+	LockErrors     map[string]int `json:"lock_errors,omitempty"`
+	UnlockErrors   map[string]int `json:"unlock_errors,omitempty"`
+	Censored       int            `json:"censored_waits"`
+	CensoredMaxWUS Num            `json:"censored_max_wait_us"`
+	Hung           []string       `json:"hung,omitempty"`
+	SetupError     string         `json:"setup_error,omitempty"`
+	WallSeconds    float64        `json:"wall_seconds"`
+	WaitsUS        []float64      `json:"-"` // every counted wait, for charts
+}
+
+// Problems reports whether anything that should never happen happened.
+func (m *Metrics) Problems() bool {
+	return m.Overlaps > 0 || m.FencingViolations > 0 || len(m.LockErrors) > 0 ||
+		len(m.UnlockErrors) > 0 || len(m.Hung) > 0 || m.SetupError != ""
+}
+
+// Compute turns a run's samples and the Redis counter delta into Metrics.
+func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics {
+	m := Metrics{Library: lib, Scenario: scenario,
+		OverlapsAtomic: res.OverlapsAtomic, LockErrors: res.LockErrors, UnlockErrors: res.UnlockErrors,
+		Censored: res.Censored, CensoredMaxWUS: us(res.CensoredMaxWait), Hung: res.Hung,
+		RedisCommands: d.Commands, RedisCPUSec: d.CPU}
+	D := int64(p.Duration)
+
+	perG := make([]float64, p.TotalGoroutines())
+	byName := make([][]Sample, p.Names)
+	var waits, unlocks []int64
+	tokens := len(res.Samples) > 0
+	for _, s := range res.Samples {
+		if s.Token == 0 {
+			tokens = false
+		}
+		if int(s.N) < len(byName) {
+			byName[s.N] = append(byName[s.N], s)
+		}
+		if s.Acquired > D || s.Acquired < 0 {
+			continue // acquired after the deadline (or before the start): not counted
+		}
+		m.Acquisitions++
+		if int(s.G) < len(perG) {
+			perG[s.G]++
+		}
+		waits = append(waits, s.Acquired-s.Start)
+		unlocks = append(unlocks, s.Released-s.Release)
+	}
+	m.HasTokens = tokens
+
+	secs := p.Duration.Seconds()
+	m.AcqPerSec = Num(float64(m.Acquisitions) / secs)
+
+	var held int64
+	var gaps []int64
+	for _, ss := range byName {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].Acquired < ss[j].Acquired })
+		var maxEnd int64 = math.MinInt64
+		for i, s := range ss {
+			// time held, clipped to the window
+			a, r := max(s.Acquired, 0), min(s.Release, D)
+			if r > a {
+				held += r - a
+			}
+			// interval overlap: acquired before an earlier holder began releasing
+			if i > 0 && s.Acquired < maxEnd {
+				m.OverlapsInterval++
+			}
+			maxEnd = max(maxEnd, s.Release)
+			if i > 0 {
+				prev := ss[i-1]
+				// a hand-off: this acquirer was already waiting when the
+				// previous holder began its unlock
+				if s.Start < prev.Release && s.Acquired <= D {
+					gaps = append(gaps, s.Acquired-prev.Release)
+				}
+				if tokens && s.Token <= prev.Token {
+					m.FencingViolations++
+				}
+			}
+		}
+	}
+	if n := p.NamesInUse(); n > 0 {
+		m.Util = Num(float64(held) / (float64(D) * float64(n)))
+	}
+	m.Overlaps = max(m.OverlapsAtomic, m.OverlapsInterval)
+
+	sortI(waits)
+	sortI(gaps)
+	sortI(unlocks)
+	m.WaitP50US, m.WaitP99US = us(pct(waits, 50)), us(pct(waits, 99))
+	if len(waits) > 0 {
+		m.WaitMaxUS = us(waits[len(waits)-1])
+	}
+	m.Handoffs = len(gaps)
+	m.GapP50US, m.GapP99US = us(pct(gaps, 50)), us(pct(gaps, 99))
+	m.UnlockP50 = us(pct(unlocks, 50))
+	if m.Acquisitions > 0 {
+		m.CmdsPerAcq = Num(float64(d.Commands) / float64(m.Acquisitions))
+		m.CPUUSPerAcq = Num(d.CPU * 1e6 / float64(m.Acquisitions))
+	}
+	m.Jain = Num(jain(perG))
+	m.PerGoroutine = make([]int, len(perG))
+	m.PerInstance = make([]int, p.Instances)
+	for i, v := range perG {
+		m.PerGoroutine[i] = int(v)
+		if p.Goroutines > 0 {
+			m.PerInstance[i/p.Goroutines] += int(v)
+		}
+	}
+	m.WaitsUS = make([]float64, len(waits))
+	for i, w := range waits {
+		m.WaitsUS[i] = float64(us(w))
+	}
+	return m
+}
+
+func sortI(x []int64) { sort.Slice(x, func(i, j int) bool { return x[i] < x[j] }) }
+
+// pct is the nearest-rank percentile of sorted x (NaN when empty).
+func pct(x []int64, p float64) int64 {
+	if len(x) == 0 {
+		return math.MinInt64
+	}
+	i := int(math.Ceil(p/100*float64(len(x)))) - 1
+	return x[max(0, min(i, len(x)-1))]
+}
+
+func us(ns int64) Num {
+	if ns == math.MinInt64 {
+		return Num(math.NaN())
+	}
+	return Num(float64(ns) / float64(time.Microsecond))
+}
+
+// Num is a float64 that encodes NaN/Inf as JSON null.
+type Num float64
+
+// MarshalJSON implements json.Marshaler.
+func (n Num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, f, 'g', 6, 64), nil
+}
+
+// jain is Jain's fairness index (sum x)^2 / (n * sum x^2); 1 is perfectly fair.
+func jain(x []float64) float64 {
+	var s, s2 float64
+	for _, v := range x {
+		s += v
+		s2 += v * v
+	}
+	if s2 == 0 {
+		return math.NaN()
+	}
+	return s * s / (float64(len(x)) * s2)
+}
