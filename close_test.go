@@ -56,7 +56,7 @@ func TestClose(t *testing.T) {
 		}
 	}
 	for _, n := range held {
-		if x, _ := srv.Do(t, "EXISTS", "baton:{"+n+"}").AsInt64(); x != 0 {
+		if lockHeld(t, srv, n) {
 			t.Fatalf("%s still locked after Close", n)
 		}
 	}
@@ -110,7 +110,7 @@ func TestSessionClose(t *testing.T) {
 	}
 	<-s.Done()
 	<-l1.Done()
-	if n, _ := srv.Do(t, "EXISTS", "baton:{"+n1+"}", "baton:{"+n2+"}").AsInt64(); n != 0 {
+	if lockHeld(t, srv, n1) || lockHeld(t, srv, n2) {
 		t.Fatal("session Close left keys")
 	}
 	if _, err := s.Lock(ctx, n1); !errors.Is(err, ErrClosed) {
@@ -132,7 +132,7 @@ func TestDo(t *testing.T) {
 
 	boom := errors.New("boom")
 	err := c.Do(ctx, name, func(ctx context.Context) error {
-		if n, _ := srv.Do(t, "EXISTS", key).AsInt64(); n != 1 {
+		if !lockHeld(t, srv, name) {
 			t.Error("fn ran without the lock")
 		}
 		if l, ok := FromContext(ctx); !ok || l.Name() != name {
@@ -143,7 +143,7 @@ func TestDo(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("Do: %v, want fn's error", err)
 	}
-	if n, _ := srv.Do(t, "EXISTS", key).AsInt64(); n != 0 {
+	if lockHeld(t, srv, name) {
 		t.Fatal("Do did not release")
 	}
 
@@ -155,7 +155,7 @@ func TestDo(t *testing.T) {
 		}()
 		c.Do(ctx, name, func(context.Context) error { panic("fn panicked") })
 	}()
-	if n, _ := srv.Do(t, "EXISTS", key).AsInt64(); n != 0 {
+	if lockHeld(t, srv, name) {
 		t.Fatal("Do did not release after a panic")
 	}
 

@@ -1,85 +1,56 @@
--- Shared helpers, prepended to every script. Keys of one name share the
--- {name} hash tag, so one script may touch them all on Redis Cluster.
--- Queue entries (hash d) hold "<deadline ms>:<lease ms>:<reserve>" per member.
--- Owner tokens are "<member>:<fence>".
+-- Shared helpers, prepended to every script.
+-- The lock key holds "<member>:<fence>" while held and "~<fence>" while
+-- free (with a TTL of an hour), so it always carries the last fence issued
+-- and, when free, says that nobody is queued. Queue keys q (list of
+-- members) and d (hash member -> "<deadline ms>:<lease ms>") share the
+-- key's {name} hash tag.
 
-local clock = {}
--- now returns the server time in ms and in µs, asking Redis at most once.
+local clock
+-- now returns the server time in ms and µs, asking Redis at most once.
 local function now()
-  if not clock.ms then
+  if not clock then
     local t = redis.call('TIME')
-    local s, us = tonumber(t[1]), tonumber(t[2])
-    clock.ms, clock.us = s * 1000 + math.floor(us / 1000), s * 1000000 + us
+    clock = {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(t[1]) * 1000000 + tonumber(t[2])}
   end
-  return clock.ms, clock.us
+  return clock[1], clock[2]
 end
 
--- entry parses a queue entry; a malformed one reads as long dead.
-local function entry(e)
-  local dl, lease, reserve = string.match(e, '^(%d+):(%d+):(%d+)$')
-  return tonumber(dl) or 0, tonumber(lease) or 0, tonumber(reserve) or 1
+-- fence returns a fencing token above last (the last one issued, if known)
+-- and never below the server clock in µs, so tokens keep rising when the
+-- key and its count are lost.
+local function fence(last)
+  local _, us = now()
+  if last and last >= us then return last + 1 end
+  return us
 end
 
--- head prunes entries whose deadline passed and returns the first live
--- member of the queue and its deadline, or nil. It leaves that member queued.
+local function fmt(n) return string.format('%.0f', n) end
+
+-- head prunes dead entries and returns the first live member and its
+-- deadline, leaving it queued; nil when nobody waits.
 local function head(q, d)
   while true do
     local h = redis.call('LINDEX', q, 0)
     if not h then return nil end
     local e = redis.call('HGET', d, h)
-    if e then
-      local dl = entry(e)
-      if dl >= now() then return h, dl end
-    end
+    local dl = e and tonumber(string.match(e, '^(%d+)'))
+    if dl and dl >= now() then return h, dl end
     redis.call('LPOP', q)
     redis.call('HDEL', d, h)
   end
 end
 
--- pophead removes and returns the first live member with its lease and
--- reserve, pruning dead ones; nil when nobody waits.
-local function pophead(q, d)
-  while true do
-    local h = redis.call('LPOP', q)
-    if not h then return nil end
-    local e = redis.call('HGET', d, h)
-    if e then
-      redis.call('HDEL', d, h)
-      local dl, lease, reserve = entry(e)
-      if dl >= now() then return h, lease, reserve end
-    end
-  end
-end
-
-local function fenceof(v)
-  return tonumber(string.match(v, ':(%d+)$'))
-end
-
--- nextfence returns a fencing token above every token issued for the name:
--- above stored (the highest issued, read from the counter when nil) and
--- never below the server clock in µs, so it keeps rising when the counter is
--- lost. It reserves `reserve` tokens for hand-offs inside the acquiring
--- session. The counter expires a day after the last acquisition; tokens
--- then continue from the clock.
-local function nextfence(f, reserve, stored)
-  if stored == nil then stored = tonumber(redis.call('GET', f)) end
-  local _, fence = now()
-  if stored and stored + 1 > fence then fence = stored + 1 end
-  redis.call('SET', f, string.format('%.0f', fence + reserve - 1), 'PX', 86400000)
-  return fence
-end
-
 -- enqueue puts member at the tail (once) with a fresh deadline and returns
 -- its 0-based position.
-local function enqueue(q, d, member, lease, reserve)
-  local fresh = redis.call('HSET', d, member, string.format('%.0f:%d:%d', now() + lease, lease, reserve)) == 1
+local function enqueue(q, d, member, lease)
+  local fresh = redis.call('HSET', d, member, fmt(now() + lease) .. ':' .. lease) == 1
   local pos = nil
   if not fresh then pos = redis.call('LPOS', q, member) end
   if not pos then
     pos = redis.call('RPUSH', q, member) - 1
     if pos == 0 then
-      -- A new queue: let it vanish if every waiter does. Waiting sessions
-      -- refresh this with their queue entries.
+      -- A new queue vanishes if all its waiters do; waiting sessions
+      -- refresh it with their entries.
       redis.call('PEXPIRE', q, 2 * lease)
       redis.call('PEXPIRE', d, 2 * lease)
     end
@@ -87,26 +58,35 @@ local function enqueue(q, d, member, lease, reserve)
   return pos
 end
 
--- owned returns the fence of lock value v when it belongs to member.
-local function owned(v, member)
-  if v and string.sub(v, 1, #member + 1) == member .. ':' then
-    return fenceof(v)
+-- release ends a hold whose last fence is last: it grants the lock to the
+-- first live queued session other than skip (publishing one message on that
+-- session's client channel: the grantee owns the lock when it arrives), or
+-- marks the key free. Returns the grantee and its fence, or nil.
+local function release(k, q, d, last, skip, prefix, name)
+  while true do
+    local h = redis.call('LPOP', q)
+    if not h then break end
+    local e = redis.call('HGET', d, h)
+    if e then redis.call('HDEL', d, h) end
+    if e and h ~= skip then
+      local dl, lease = string.match(e, '^(%d+):(%d+)')
+      if dl and tonumber(dl) >= now() then
+        local f = fence(last)
+        local fs = fmt(f)
+        redis.call('SET', k, h .. ':' .. fs, 'PX', lease)
+        redis.call('PUBLISH', prefix .. ':c:' .. string.sub(h, 1, 32), fs .. ' ' .. h .. ' ' .. name)
+        return h, f
+      end
+    end
   end
+  redis.call('SET', k, '~' .. fmt(last), 'PX', 3600000)
   return nil
 end
 
--- handoff gives the free lock to the first live queued session other than
--- skip, or returns nil when nobody waits. The grantee hears of it on its
--- client's channel and already owns the lock when the message arrives.
-local function handoff(k, f, q, d, skip, stored, prefix, name)
-  local h, lease, reserve = pophead(q, d)
-  while h and h == skip do
-    h, lease, reserve = pophead(q, d)
-  end
-  if not h then return nil end
-  local fence = nextfence(f, reserve, stored)
-  local fs = string.format('%.0f', fence)
-  redis.call('SET', k, h .. ':' .. fs, 'PX', lease)
-  redis.call('PUBLISH', prefix .. ':c:' .. string.sub(h, 1, 32), fs .. ' ' .. h .. ' ' .. name)
-  return h, fence
+-- parse splits a lock value into its owner member (nil when free) and fence.
+local function parse(v)
+  if not v then return nil, nil end
+  if string.sub(v, 1, 1) == '~' then return nil, tonumber(string.sub(v, 2)) end
+  local m, f = string.match(v, '^(.*):(%d+)$')
+  return m, tonumber(f)
 end

@@ -178,7 +178,7 @@ func TestFencingSurvivesDataLoss(t *testing.T) {
 		l.Unlock(ctx)
 		srv.Do(t, "FLUSHALL")
 	}
-	if now := uint64(time.Now().UnixMicro()); last < now-uint64(time.Minute.Microseconds()) || last > now+uint64(time.Minute.Microseconds()) {
+	if now, f := uint64(time.Now().UnixMicro()), last>>tokenShift; f < now-uint64(time.Minute.Microseconds()) || f > now+uint64(time.Minute.Microseconds()) {
 		t.Fatalf("token %d is not near the clock %d", last, now)
 	}
 }

@@ -11,18 +11,17 @@ const MaxNameLen = 4096
 // keys are the Redis keys of one lock name. They all begin with
 // "<prefix>:{<name>}", so they share a hash slot on Redis Cluster.
 type keys struct {
-	lock  string // owner token of the holder, with the lease as its TTL
-	fence string // last fencing token issued; kept without TTL
+	lock  string // "<member>:<fence>" with the lease as TTL; "~<fence>" for an hour once free
 	queue string // list of waiting sessions, oldest first
 	dead  string // hash: waiting session -> "<deadline ms>:<lease ms>"
 }
 
 func newKeys(prefix, name string) keys {
 	base := prefix + ":{" + name + "}"
-	return keys{lock: base, fence: base + ":f", queue: base + ":q", dead: base + ":d"}
+	return keys{lock: base, queue: base + ":q", dead: base + ":d"}
 }
 
-func (k keys) list() []string { return []string{k.lock, k.fence, k.queue, k.dead} }
+func (k keys) list() []string { return []string{k.lock, k.queue, k.dead} }
 
 // checkName rejects names that cannot be locked safely. A name beginning
 // with "}" would make the hash tag empty, and Redis Cluster would then

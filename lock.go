@@ -82,7 +82,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// at most CohortLimit-1 times in a row, so queued sessions get a turn.
 	if len(ns.waiters) > 0 && h.passes+1 < s.c.cohort && !s.closed && time.Until(h.deadline) > s.margin {
 		h.passes++
-		s.handTo(ns, h, h.fence+uint64(h.passes))
+		s.handTo(ns, h, h.passes)
 		s.c.stats.handoffs.Add(1)
 		s.mu.Unlock()
 		return nil
@@ -122,7 +122,7 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error
 	requeue := len(ns.waiters) > 0 && !s.closed
 	s.mu.Unlock()
 	args := []string{h.owner, s.member, strconv.FormatInt(s.lease.Milliseconds(), 10),
-		strconv.Itoa(s.c.cohort), boolArg(requeue), s.c.prefix, ns.name}
+		boolArg(requeue), s.c.prefix, ns.name}
 	sent := time.Now()
 	res, _ := run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()
@@ -173,7 +173,7 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error
 		h.fence, h.passes = fence, 0
 		h.deadline = sent.Add(s.lease - s.margin)
 		if len(ns.waiters) > 0 {
-			s.handTo(ns, h, fence)
+			s.handTo(ns, h, 0)
 		}
 	}
 	return nil

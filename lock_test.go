@@ -40,7 +40,7 @@ func TestLockUnlock(t *testing.T) {
 	if !errors.Is(context.Cause(l.Context()), ErrUnlocked) || !errors.Is(l.Err(), ErrUnlocked) {
 		t.Fatalf("after Unlock: cause %v, err %v", context.Cause(l.Context()), l.Err())
 	}
-	if n, _ := srv.Do(t, "EXISTS", "baton:{"+name+"}").AsInt64(); n != 0 {
+	if lockHeld(t, srv, name) {
 		t.Fatal("key left after Unlock")
 	}
 	if err := l.Unlock(ctx); !errors.Is(err, ErrUnlocked) {
@@ -57,7 +57,7 @@ func TestLockUnlock(t *testing.T) {
 	if err := l.Unlock(ctx); !errors.Is(err, ErrUnlocked) {
 		t.Fatalf("stale Unlock: %v", err)
 	}
-	if n, _ := srv.Do(t, "EXISTS", "baton:{"+name+"}").AsInt64(); n != 1 {
+	if !lockHeld(t, srv, name) {
 		t.Fatal("stale Unlock released the new holder's key")
 	}
 	if err := l2.Unlock(ctx); err != nil {

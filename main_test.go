@@ -109,3 +109,13 @@ func runChild() int {
 
 func cutPrefix(s, p string) (string, bool) { return strings.CutPrefix(s, p) }
 func index(s, sub string) int              { return strings.Index(s, sub) }
+
+// lockHeld reports whether name's lock key names an owner (a released lock
+// leaves a "~<fence>" marker behind).
+func lockHeld(t testing.TB, srv interface {
+	Do(testing.TB, ...string) rueidis.RedisResult
+}, name string) bool {
+	t.Helper()
+	v, err := srv.Do(t, "GET", newKeys("baton", name).lock).ToString()
+	return err == nil && !strings.HasPrefix(v, "~")
+}

@@ -198,7 +198,7 @@ func (c *Client) releaseAll(ctx context.Context, rel []chore) error {
 			member, lease = r.s.member, r.s.lease
 		}
 		calls[i] = call{releaseScript, newKeys(c.prefix, r.name).list(), []string{r.owner, member,
-			strconv.FormatInt(lease.Milliseconds(), 10), strconv.Itoa(c.cohort), "0", c.prefix, r.name}}
+			strconv.FormatInt(lease.Milliseconds(), 10), "0", c.prefix, r.name}}
 	}
 	var first error
 	res, _ := runMulti(ctx, c.rc, pipe{}, calls...)

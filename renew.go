@@ -232,7 +232,7 @@ func renewCall(g []renewal) call {
 			args = append(args, "h", r.owner, lease)
 		} else {
 			keys = append(keys, r.ns.keys.queue, r.ns.keys.dead)
-			args = append(args, "w", r.s.member, lease+":"+strconv.Itoa(r.s.c.cohort))
+			args = append(args, "w", r.s.member, lease)
 		}
 	}
 	return call{renewScript, keys, args}

@@ -1,16 +1,16 @@
 -- Renews held locks and refreshes queue entries of waiting sessions, in one
 -- call for many names of one hash slot.
--- ARGV: triples of kind, value, lease. Kind "h": KEYS[i] is a lock key,
--- value its owner token, lease in ms. Kind "w": KEYS[i], KEYS[i+1] are a
--- queue and its deadlines, value our member, lease "<ms>:<reserve>".
+-- ARGV: triples of kind, value, lease ms. Kind "h": KEYS[i] is a lock key
+-- and value its owner token. Kind "w": KEYS[i], KEYS[i+1] are a queue and
+-- its deadlines, and value our member.
 -- Returns one integer per triple: 1 renewed, 0 no longer ours (or not queued).
 local out = {}
 local k = 1
 for i = 1, #ARGV, 3 do
-  local kind, val = ARGV[i], ARGV[i + 1]
+  local kind, val, lease = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   if kind == 'h' then
     if redis.call('GET', KEYS[k]) == val then
-      redis.call('PEXPIRE', KEYS[k], ARGV[i + 2])
+      redis.call('PEXPIRE', KEYS[k], lease)
       out[#out + 1] = 1
     else
       out[#out + 1] = 0
@@ -18,9 +18,8 @@ for i = 1, #ARGV, 3 do
     k = k + 1
   else
     local q, d = KEYS[k], KEYS[k + 1]
-    local lease = tonumber(string.match(ARGV[i + 2], '^(%d+)'))
     if redis.call('HEXISTS', d, val) == 1 then
-      redis.call('HSET', d, val, string.format('%.0f:', now() + lease) .. ARGV[i + 2])
+      redis.call('HSET', d, val, fmt(now() + lease) .. ':' .. lease)
       redis.call('PEXPIRE', q, 2 * lease)
       redis.call('PEXPIRE', d, 2 * lease)
       out[#out + 1] = 1

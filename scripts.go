@@ -101,7 +101,12 @@ func send(ctx context.Context, rc rueidis.Client, p pipe, calls []call, build fu
 	if p.replicas > 0 {
 		cmds = append(cmds, b.Wait().Numreplicas(int64(p.replicas)).Timeout(p.timeout.Milliseconds()).Build())
 	}
-	res := rc.DoMulti(ctx, cmds...)
+	var res []rueidis.RedisResult
+	if len(cmds) == 1 {
+		res = []rueidis.RedisResult{rc.Do(ctx, cmds[0])}
+	} else {
+		res = rc.DoMulti(ctx, cmds...)
+	}
 	acked := int64(-1)
 	if p.replicas > 0 {
 		n, err := res[len(res)-1].AsInt64()

@@ -385,7 +385,7 @@ func (s *Session) settle(ns *nameState) {
 func (s *Session) dequeue(ns *nameState) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.lease)
 	defer cancel()
-	args := []string{s.member, strconv.Itoa(s.c.cohort), s.c.prefix, ns.name}
+	args := []string{s.member, s.c.prefix, ns.name}
 	res, _ := run(ctx, s.c.rc, pipe{}, dequeueScript, ns.keys.list(), args)
 	fence, err := res.AsInt64()
 	s.mu.Lock()
@@ -410,12 +410,15 @@ func (s *Session) install(ns *nameState, fence uint64, deadline time.Time) *Lock
 	ns.recheck = time.Time{}
 	h := &hold{owner: s.member + ":" + strconv.FormatUint(fence, 10), fence: fence, deadline: deadline}
 	ns.held = h
-	return s.handTo(ns, h, fence)
+	return s.handTo(ns, h, 0)
 }
 
-// handTo creates the Lock for the current holder of h and gives it to the
-// head waiter, if any; s.mu is held.
-func (s *Session) handTo(ns *nameState, h *hold, token uint64) *Lock {
+// handTo creates the Lock for the pass-th local holder of h (0: the one
+// Redis gave it to) and gives it to the head waiter, if any; s.mu is held.
+// Its fencing token is the Redis fence times 1024 plus pass, so tokens rise
+// across local hand-offs and every Redis fence is above them all.
+func (s *Session) handTo(ns *nameState, h *hold, pass int) *Lock {
+	token := h.fence<<tokenShift | uint64(pass)
 	l := &Lock{s: s, ns: ns, h: h, token: token, acquired: time.Now(), done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.Background(), lockKey{}, l))
 	h.lock = l
@@ -491,6 +494,10 @@ func (s *Session) lost(ns *nameState, h *hold) {
 	}
 }
 
+// tokenShift makes room in a fencing token for the local hand-offs of one
+// Redis fence (CohortLimit is at most 1024).
+const tokenShift = 10
+
 func newBackoff(lease time.Duration) *backoff.ExponentialBackOff {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 20 * time.Millisecond
@@ -538,8 +545,7 @@ type attempt struct {
 // the key and tells us when it changes; a waiter's first attempt skips that
 // (most find the lock free, and a queued session is woken by its grant).
 func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait, track bool) (attempt, error) {
-	args := []string{s.member, strconv.FormatInt(s.lease.Milliseconds(), 10), strconv.Itoa(s.c.cohort),
-		boolArg(wait), s.c.prefix, ns.name}
+	args := []string{s.member, strconv.FormatInt(s.lease.Milliseconds(), 10), boolArg(wait), s.c.prefix, ns.name}
 	p := pipe{optIn: track && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
 	res, acked := run(ctx, s.c.rc, p, acquireScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()

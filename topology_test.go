@@ -343,7 +343,7 @@ func TestMinReplicas(t *testing.T) {
 	if _, err := two.TryLock(ctx, name); !errors.Is(err, ErrNotReplicated) {
 		t.Fatalf("TryLock with 2 replicas required, 1 present: %v", err)
 	}
-	if n, _ := primary.Do(t, "EXISTS", k.lock).AsInt64(); n != 0 {
+	if lockHeld(t, primary, name) {
 		t.Fatal("unconfirmed acquisition was not undone")
 	}
 	if _, err := two.Lock(ctx, name); !errors.Is(err, ErrNotReplicated) {

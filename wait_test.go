@@ -70,7 +70,7 @@ func TestWaitDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	l2.Unlock(ctx)
-	if n, _ := srv.Do(t, "EXISTS", k.lock, k.queue, k.dead).AsInt64(); n != 0 {
+	if n, _ := srv.Do(t, "EXISTS", k.queue, k.dead).AsInt64(); n != 0 || lockHeld(t, srv, name) {
 		t.Fatalf("%d keys left", n)
 	}
 }
