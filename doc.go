@@ -54,11 +54,13 @@
 // less a third of the lease for delivery, until its first renewal confirms.
 //
 // Fencing tokens rise strictly on every acquisition of a name by any
-// client; they are never below the Redis server's clock in microseconds, so
-// they keep rising when Redis loses the counter (restart without
-// persistence, failover). Each distinct name keeps one small counter key
-// without TTL. With asynchronous replication, a failover can lose a lock
-// that was granted but not yet replicated, and two holders may then overlap:
-// a storage layer that rejects tokens below the highest it has seen still
-// refuses the stale holder's writes.
+// client. Redis issues a fence of max(last+1, server clock in µs), kept in
+// the lock key (a released key stays an hour as a "~<fence>" marker), and
+// the token is fence*1024 plus the number of local hand-offs since; so
+// tokens keep rising when Redis loses the key (restart without persistence,
+// failover, expiry), as long as the server clock does not go back. With
+// asynchronous replication, a failover can lose a lock that was granted but
+// not yet replicated, and two holders may then overlap: a storage layer that
+// rejects tokens below the highest it has seen still refuses the stale
+// holder's writes. Options.MinReplicas narrows that window.
 package baton
