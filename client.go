@@ -47,10 +47,10 @@ type Options struct {
 	LeaseTTL time.Duration
 
 	// CohortLimit bounds how many times in a row a lock is handed from one
-	// goroutine to another of the same session without asking Redis. Every
-	// CohortLimit-th hand-off goes through Redis, which grants the lock to
-	// the next waiting session if there is one. Default 8; 1 disables local
-	// hand-offs.
+	// goroutine to another of the same session without asking Redis (and
+	// such hand-offs stop 10ms after Redis granted the lock). Then the
+	// hand-off goes through Redis, which grants the lock to the next waiting
+	// session if there is one. Default 8; 1 disables local hand-offs.
 	CohortLimit int
 
 	// MinReplicas, when above zero, makes every acquisition and renewal

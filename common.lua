@@ -40,10 +40,10 @@ local function head(q, d)
   end
 end
 
--- enqueue puts member at the tail (once) with a fresh deadline and returns
--- its 0-based position.
-local function enqueue(q, d, member, lease)
-  local fresh = redis.call('HSET', d, member, fmt(now() + lease) .. ':' .. lease) == 1
+-- enqueue puts member at the tail (once) with a deadline ttl ms from now
+-- (default: its lease) and returns its 0-based position.
+local function enqueue(q, d, member, lease, ttl)
+  local fresh = redis.call('HSET', d, member, fmt(now() + (ttl or lease)) .. ':' .. lease) == 1
   local pos = nil
   if not fresh then pos = redis.call('LPOS', q, member) end
   if not pos then

@@ -79,8 +79,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return nil
 	}
 	// Hand the lock to the next goroutine of this session without Redis,
-	// at most CohortLimit-1 times in a row, so queued sessions get a turn.
-	if len(ns.waiters) > 0 && h.passes+1 < s.c.cohort && !s.closed && time.Until(h.deadline) > s.margin {
+	// at most CohortLimit-1 times in a row and for at most cohortWindow, so
+	// queued sessions get a turn soon also when holds are long.
+	if len(ns.waiters) > 0 && h.passes+1 < s.c.cohort && time.Since(h.since) < cohortWindow &&
+		!s.closed && time.Until(h.deadline) > s.margin {
 		h.passes++
 		s.handTo(ns, h, h.passes)
 		s.c.stats.handoffs.Add(1)
@@ -119,10 +121,21 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // for the final settling; ns is busy.
 func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error {
 	s.mu.Lock()
-	requeue := len(ns.waiters) > 0 && !s.closed
+	mode := "0"
+	switch {
+	case s.closed:
+	case len(ns.waiters) > 0:
+		mode = "1"
+	case h.waited:
+		// Contended: this session will likely want the lock again soon.
+		// Queue it now at no extra cost; the entry lives until the next
+		// renewal tick, which keeps it only if a waiter has come.
+		mode = "2"
+	}
 	s.mu.Unlock()
+	lingerTTL := s.lease / 2
 	args := []string{h.owner, s.member, strconv.FormatInt(s.lease.Milliseconds(), 10),
-		boolArg(requeue), s.c.prefix, ns.name}
+		mode, s.c.prefix, ns.name, strconv.FormatInt(lingerTTL.Milliseconds(), 10)}
 	sent := time.Now()
 	res, _ := run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()
@@ -159,18 +172,22 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error
 		ns.recheck = time.Time{}
 	case 1:
 		ns.held = nil
-		ns.queued = requeue
+		ns.queued = mode == "1" || len(vals) > 1 && vals[1] == 1
 		ns.recheck = time.Time{}
-		if requeue {
+		switch {
+		case mode == "1":
 			// The grant message wakes our head waiter; the timer is the
 			// safety net.
 			ns.recheck = time.Now().Add(s.lease)
+		case ns.queued:
+			ns.linger = sent.Add(lingerTTL - s.margin)
+			ns.recheck = ns.linger
 		}
 	case 2:
 		fence := uint64(vals[1])
 		ns.seen = max(ns.seen, fence)
 		h.owner = s.member + ":" + strconv.FormatUint(fence, 10)
-		h.fence, h.passes = fence, 0
+		h.fence, h.passes, h.since, h.waited = fence, 0, time.Now(), true
 		h.deadline = sent.Add(s.lease - s.margin)
 		if len(ns.waiters) > 0 {
 			s.handTo(ns, h, 0)
@@ -178,6 +195,10 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error
 	}
 	return nil
 }
+
+// cohortWindow bounds how long a session keeps passing a lock among its
+// own goroutines before Redis may grant it to another session.
+const cohortWindow = 10 * time.Millisecond
 
 func isRedisErr(err error) bool {
 	_, ok := rueidis.IsRedisErr(err)

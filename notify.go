@@ -23,6 +23,7 @@ type nameState struct {
 	seen    uint64    // highest fencing token seen for the name: older grants are stale
 	pending uint64    // grant that arrived while busy, applied when the call ends
 	recheck time.Time // the head tries Redis again at this time; zero: at once
+	linger  time.Time // queued without waiters (lingering) until then
 }
 
 // waiter is one goroutine blocked in Lock.
@@ -38,6 +39,8 @@ type hold struct {
 	owner    string    // value of the lock key: member:fence
 	fence    uint64    // token issued by Redis; local hand-offs use the next ones
 	passes   int       // local hand-offs since fence was issued
+	since    time.Time // when Redis issued fence
+	waited   bool      // acquired after waiting: the name is contended
 	deadline time.Time // local lease deadline: lost at this time unless renewed
 	lock     *Lock     // current local holder; nil while passing or releasing
 }

@@ -77,6 +77,10 @@ func (c *Client) renewDue(now time.Time) time.Time {
 				}
 			case isDue && ns.queued && len(ns.waiters) > 0:
 				batch = append(batch, renewal{s: s, ns: ns})
+			case ns.queued && len(ns.waiters) == 0 && !ns.busy && !ns.linger.IsZero() && !now.Before(ns.linger):
+				// A lingering entry nobody came for has lapsed in Redis.
+				ns.queued, ns.linger = false, time.Time{}
+				s.settle(ns)
 			}
 		}
 		if isDue {

@@ -162,6 +162,15 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 	}
 	w := &waiter{wake: make(chan struct{}, 1)}
 	ns.waiters = append(ns.waiters, w)
+	if len(ns.waiters) == 1 && ns.queued && !ns.linger.IsZero() {
+		if time.Now().Before(ns.linger) {
+			// Queued by a lingering release: wait for the grant (the
+			// renewal tick keeps the entry now that we wait).
+			ns.linger = time.Time{}
+		} else {
+			ns.queued, ns.linger = false, time.Time{} // the entry has lapsed
+		}
+	}
 	if len(ns.waiters) == 1 && !ns.queued {
 		// Not in the Redis queue: nothing will wake us, so ask now.
 		ns.recheck = time.Time{}
@@ -206,6 +215,7 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 				case err == nil && r.acquired:
 					bo.Reset()
 					s.install(ns, r.fence, sent.Add(s.lease-s.margin))
+					ns.held.waited = waited
 					continue
 				case err == nil:
 					bo.Reset()
@@ -321,6 +331,7 @@ func (s *Session) giveUp(ns *nameState, w *waiter, err error) (*Lock, error) {
 			break
 		}
 	}
+	ns.linger = time.Time{} // leave the queue now, not after lingering
 	var orphan *hold
 	if h := ns.held; h != nil && h.lock == nil && s.closed && !ns.busy {
 		// Acquired after the session closed: nobody may have it.
@@ -361,6 +372,8 @@ func (s *Session) settled(ns *nameState) bool {
 	case ns.held != nil:
 	case len(ns.waiters) > 0:
 		wake(ns.waiters[0].wake)
+	case ns.queued && time.Now().Before(ns.linger):
+		// Lingering: the renewal loop forgets the entry when it lapses.
 	case ns.queued:
 		ns.busy = true
 		return true
@@ -408,7 +421,7 @@ func (s *Session) install(ns *nameState, fence uint64, deadline time.Time) *Lock
 	ns.seen = max(ns.seen, fence)
 	ns.queued = false
 	ns.recheck = time.Time{}
-	h := &hold{owner: s.member + ":" + strconv.FormatUint(fence, 10), fence: fence, deadline: deadline}
+	h := &hold{owner: s.member + ":" + strconv.FormatUint(fence, 10), fence: fence, deadline: deadline, since: time.Now()}
 	ns.held = h
 	return s.handTo(ns, h, 0)
 }
@@ -442,6 +455,7 @@ func (s *Session) granted(ns *nameState, fence uint64) {
 		return
 	}
 	owner := s.member + ":" + strconv.FormatUint(fence, 10)
+	ns.queued, ns.linger = false, time.Time{} // a grant takes us off the queue
 	if ns.held != nil || len(ns.waiters) == 0 || s.closed {
 		ns.seen = fence
 		s.c.chore(chore{s: s, name: ns.name, owner: owner})
@@ -458,6 +472,7 @@ func (s *Session) granted(ns *nameState, fence uint64) {
 	// know; until the first renewal confirms, count the lease from now and
 	// allow a third of it for the delivery.
 	s.install(ns, fence, time.Now().Add(s.lease-s.lease/3-s.margin))
+	ns.held.waited = true
 	s.c.stats.granted.Add(1)
 	s.c.kickRenewal()
 }
