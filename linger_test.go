@@ -146,3 +146,21 @@ func TestLingerLapses(t *testing.T) {
 	}
 	l.Unlock(ctx)
 }
+
+// TestCloseWhileLingering: Close takes a lingering session off the queue,
+// so the next grant does not wait for it.
+func TestCloseWhileLingering(t *testing.T) {
+	srv := redistest.Start(t)
+	name, b, lc := lingerSetup(t, srv, 10*time.Second)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := srv.Do(t, "LRANGE", newKeys("baton", name).queue, "0", "-1").AsStrSlice()
+	if len(q) != 0 {
+		t.Fatalf("queue %v after the lingering client closed", q)
+	}
+	lc.Unlock(context.Background())
+	if lockHeld(t, srv, name) {
+		t.Fatal("the lock went to the closed client")
+	}
+}

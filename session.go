@@ -114,13 +114,20 @@ func (s *Session) Close() error {
 	s.closed = true
 	close(s.done)
 	var rel []chore
+	var leave []*nameState
 	for _, ns := range s.names {
-		if h := ns.held; h != nil && !ns.busy {
+		switch h := ns.held; {
+		case ns.busy:
+		case h != nil:
 			if h.lock != nil {
 				s.finish(h.lock, ErrClosed)
 			}
 			ns.held = nil
 			rel = append(rel, chore{s: s, name: ns.name, owner: h.owner})
+		case ns.queued && len(ns.waiters) == 0:
+			// Lingering: leave now, or its grant would wait for a lease.
+			ns.busy = true
+			leave = append(leave, ns)
 		}
 	}
 	s.mu.Unlock()
@@ -129,6 +136,9 @@ func (s *Session) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
 		err = s.c.releaseAll(ctx, rel)
 		cancel()
+	}
+	for _, ns := range leave {
+		s.dequeue(ns)
 	}
 	s.c.mu.Lock()
 	delete(s.c.sessions, s.member)
