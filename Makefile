@@ -1,10 +1,11 @@
 # make test   vet and the full test suite with -race against throwaway redis-servers
 # make bench  side-by-side comparison with peer libraries (bench/ module)
+# make chaos  the fault-injection suite at length (minutes); make test runs it briefly
 GO    ?= go
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BENCH_OUT ?= bench/results
 
-.PHONY: test bench bench-smoke bench-compare deps vet
+.PHONY: test bench bench-smoke bench-compare chaos fuzz deps vet
 
 # Tests start their own redis-server, replicas and sentinels; install them
 # when missing (Debian/Ubuntu).
@@ -20,6 +21,13 @@ vet:
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+CHAOS_DURATION ?= 60s
+chaos: deps
+	BATON_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -timeout 60m -run Chaos -v .
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzName -fuzztime 60s .
 
 bench: deps
 	cd bench && $(GO) run ./cmd/lockbench -scenarios standard -out ../$(BENCH_OUT)

@@ -167,3 +167,37 @@ func TestWaiterSurvivesConnectionKill(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisDownForAWhile: Redis is gone for longer than the waiter's
+// backoff steps; the waiter gets the lock once Redis is back.
+func TestRedisDownForAWhile(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = time.Second
+	a := newClient(t, srv, Options{LeaseTTL: lease})
+	b := newClient(t, srv, Options{LeaseTTL: lease})
+	ctx := ctxTimeout(t, 30*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb := queued(b)
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.Lock(ctx, name)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, qb, 5*time.Second, "b to queue")
+	srv.Kill(t)
+	waitFor(t, la.Done(), 10*time.Second, "a's loss signal while Redis is down")
+	time.Sleep(1500 * time.Millisecond) // the outage
+	srv.Restart(t)
+	back := time.Now()
+	if err := waitFor(t, got, 15*time.Second, "b after Redis came back"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("b acquired %v after Redis came back", time.Since(back))
+}
