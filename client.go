@@ -94,6 +94,7 @@ type Client struct {
 	renewC  chan struct{}      // size 1: asks the renewal loop to look again
 	janitor chan chore         // grants nobody wants, to hand on
 	subOK   chan struct{}      // closed once the grant channel is subscribed
+	subErr  chan error         // size 1: why subscribing failed before subOK
 
 	// onQueued, set only by tests before first use, is called (with the
 	// session's mutex held) when a waiter sleeps after a busy attempt.
@@ -144,6 +145,7 @@ func New(opt Options) (*Client, error) {
 		renewC:         make(chan struct{}, 1),
 		janitor:        make(chan chore, 1024),
 		subOK:          make(chan struct{}),
+		subErr:         make(chan error, 1),
 	}
 	c.channel = c.prefix + ":c:" + c.id
 	c.bg, c.stop = context.WithCancel(context.Background())
@@ -176,13 +178,19 @@ func New(opt Options) (*Client, error) {
 	go c.renewLoop()
 	go c.subscribe()
 	go c.janitorLoop()
+	// Grants must not be published before we listen for them.
+	t := time.NewTimer(max(5*time.Second, opt.LeaseTTL))
+	defer t.Stop()
 	select {
 	case <-c.subOK:
-	case <-time.After(max(5*time.Second, opt.LeaseTTL)):
-		c.Close()
-		return nil, errors.New("baton: subscribing to the grant channel timed out")
+		return c, nil
+	case err = <-c.subErr:
+		err = fmt.Errorf("baton: subscribe to %s: %w", c.channel, err)
+	case <-t.C:
+		err = errors.New("baton: subscribing to the grant channel timed out")
 	}
-	return c, nil
+	c.Close()
+	return nil, err
 }
 
 func checkLease(field string, d time.Duration) error {

@@ -182,3 +182,21 @@ func TestFencingSurvivesDataLoss(t *testing.T) {
 		t.Fatalf("token %d is not near the clock %d", last, now)
 	}
 }
+
+// TestNewWithoutSubscribePermission: an ACL user that may not SUBSCRIBE
+// fails New at once with Redis's reason.
+func TestNewWithoutSubscribePermission(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Do(t, "ACL", "SETUSER", "nosub", "on", ">pw", "~*", "&*", "+@all", "-subscribe")
+	o := srv.Option()
+	o.Username, o.Password = "nosub", "pw"
+	start := time.Now()
+	c, err := New(Options{Redis: o})
+	if err == nil {
+		c.Close()
+		t.Fatal("New succeeded without SUBSCRIBE permission")
+	}
+	if !strings.Contains(err.Error(), "NOPERM") || time.Since(start) > 3*time.Second {
+		t.Fatalf("New: %v after %v; want NOPERM, fast", err, time.Since(start))
+	}
+}

@@ -137,7 +137,13 @@ func (c *Client) subscribe() {
 				c.recheckAll()
 			}
 		})
-		c.rc.Receive(hctx, c.rc.B().Subscribe().Channel(c.channel).Build(), c.onMessage)
+		err := c.rc.Receive(hctx, c.rc.B().Subscribe().Channel(c.channel).Build(), c.onMessage)
+		if first && err != nil {
+			select {
+			case c.subErr <- err: // New reports it
+			default:
+			}
+		}
 		t := time.NewTimer(bo.NextBackOff())
 		select {
 		case <-ctx.Done():
