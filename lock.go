@@ -62,7 +62,11 @@ func (l *Lock) Err() error {
 // ErrUnlocked. The lock counts as released (Done closes) as soon as Unlock
 // is called, even if Redis cannot be reached: ctx bounds the round trip, and
 // a key that could not be deleted expires within the lease.
-func (l *Lock) Unlock(ctx context.Context) error {
+func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, true) }
+
+// unlock is Unlock; linger allows the session to stay queued for the name
+// after a contended release (see releaseHold).
+func (l *Lock) unlock(ctx context.Context, linger bool) error {
 	s, ns, h := l.s, l.ns, l.h
 	s.mu.Lock()
 	if l.err != nil {
@@ -81,7 +85,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// Hand the lock to the next goroutine of this session without Redis,
 	// at most CohortLimit-1 times in a row and for at most cohortWindow, so
 	// queued sessions get a turn soon also when holds are long.
-	if len(ns.waiters) > 0 && h.passes+1 < s.c.cohort && time.Since(h.since) < cohortWindow &&
+	if len(ns.waiters) > 0 && h.passes+1 < s.c.cohort && time.Since(h.since) < cohortWindow && !h.suspect &&
 		!s.closed && time.Until(h.deadline) > s.margin {
 		h.passes++
 		s.handTo(ns, h, h.passes)
@@ -94,12 +98,13 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// Close waits for this release unless it had begun already; then the
 	// release races the closing connection, and a key it misses expires
 	// with its lease.
-	if s.c.enter() {
+	entered := s.c.enter()
+	if entered {
 		defer s.c.calls.Done()
 	}
 	var err error
 	for {
-		err = s.releaseHold(ctx, ns, h)
+		err = s.releaseHold(ctx, ns, h, linger)
 		s.mu.Lock()
 		if err == nil && ns.held == h && h.lock == nil {
 			// Redis kept it for our next waiter, who has gone meanwhile.
@@ -109,24 +114,23 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		break
 	}
 	ns.busy = false
-	deq := s.settled(ns)
-	s.mu.Unlock()
-	if deq {
-		s.dequeue(ns)
+	s.leave(ns, s.settled(ns))
+	if err != nil && !entered {
+		return fmt.Errorf("%w: unlock %q raced Close (%v); the key expires with its lease", ErrClosed, truncate(ns.name), err)
 	}
 	return err
 }
 
 // releaseHold runs the release script for h and applies its result, except
 // for the final settling; ns is busy.
-func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error {
+func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linger bool) error {
 	s.mu.Lock()
 	mode := "0"
 	switch {
 	case s.closed:
 	case len(ns.waiters) > 0:
 		mode = "1"
-	case h.waited:
+	case h.waited && linger:
 		// Contended: this session will likely want the lock again soon.
 		// Queue it now at no extra cost; the entry lives until the next
 		// renewal tick, which keeps it only if a waiter has come.
@@ -139,9 +143,10 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold) error
 	sent := time.Now()
 	res, _ := run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()
-	if err != nil && !isRedisErr(err) && ctx.Err() == nil {
-		// A dropped connection loses the reply, not necessarily the call:
-		// try once more, and read "not ours" then as our own earlier release.
+	// A dropped connection loses the reply, not necessarily the call: try
+	// again (rueidis keeps several connections, each of which may have been
+	// cut), and read "not ours" then as our own earlier release.
+	for try := 0; try < 3 && err != nil && !isRedisErr(err) && ctx.Err() == nil; try++ {
 		sent = time.Now()
 		res, _ = run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
 		vals, err = res.AsIntSlice()

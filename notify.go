@@ -23,6 +23,8 @@ type nameState struct {
 	seen    uint64    // highest fencing token seen for the name: older grants are stale
 	pending uint64    // grant that arrived while busy, applied when the call ends
 	recheck time.Time // the head tries Redis again at this time; zero: at once
+	stale   bool      // the key changed, or a connection dropped, during the last attempt
+	unsure  bool      // the last attempt failed without a reply: it may have queued us or taken the lock
 	linger  time.Time // queued without waiters (lingering) until then
 }
 
@@ -41,6 +43,7 @@ type hold struct {
 	passes   int       // local hand-offs since fence was issued
 	since    time.Time // when Redis issued fence
 	waited   bool      // acquired after waiting: the name is contended
+	suspect  bool      // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
 	deadline time.Time // local lease deadline: lost at this time unless renewed
 	lock     *Lock     // current local holder; nil while passing or releasing
 }
@@ -91,10 +94,11 @@ func (c *Client) onInvalidations(msgs []rueidis.RedisMessage) {
 		}
 		for _, s := range c.allSessions() {
 			s.mu.Lock()
-			if ns := s.names[name]; ns != nil && ns.held == nil && len(ns.waiters) > 0 && (!ns.queued || ns.pos == 0) {
+			if ns := s.names[name]; ns != nil && ns.held == nil && len(ns.waiters) > 0 && (!ns.queued || ns.pos <= 0) {
 				// A grant to us changes the key too; give its message a
 				// moment to arrive before asking Redis.
-				ns.recheck = time.Now().Add(5 * time.Millisecond)
+				ns.stale = true
+				ns.recheck = time.Now().Add(staleGrace)
 				wake(ns.waiters[0].wake)
 			}
 			s.mu.Unlock()
@@ -102,12 +106,23 @@ func (c *Client) onInvalidations(msgs []rueidis.RedisMessage) {
 	}
 }
 
-// recheckAll makes every head waiter ask Redis again.
+// staleGrace is how long a waiter lets a grant message arrive after its key
+// changed before it asks Redis itself.
+const staleGrace = 5 * time.Millisecond
+
+// recheckAll makes every head waiter ask Redis again, and stops local
+// hand-offs of held locks until a renewal confirms them: Redis may have lost
+// them (a flush, a restart, a failover), and another client may hold a
+// newer fence already.
 func (c *Client) recheckAll() {
 	for _, s := range c.allSessions() {
 		s.mu.Lock()
 		for _, ns := range s.names {
+			if ns.held != nil {
+				ns.held.suspect = true
+			}
 			if ns.held == nil && len(ns.waiters) > 0 {
+				ns.stale = true
 				ns.recheck = time.Time{}
 				wake(ns.waiters[0].wake)
 			}

@@ -179,7 +179,12 @@ func TestGrantToWaiterThatGaveUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := newKeys("baton", name)
+	v0, _ := srv.Do(t, "GET", k.lock).ToString()
 	if n, _ := srv.Do(t, "EXISTS", k.queue, k.dead).AsInt64(); n != 0 || lockHeld(t, srv, name) {
-		t.Fatalf("%d keys left", n)
+		t.Logf("n=%d lock then %q", n, v0)
+		q, _ := srv.Do(t, "LRANGE", k.queue, "0", "-1").AsStrSlice()
+		d, _ := srv.Do(t, "HGETALL", k.dead).AsStrMap()
+		v, _ := srv.Do(t, "GET", k.lock).ToString()
+		t.Fatalf("left: queue %v deadlines %v lock %q (a %s, b %s, c %s)", q, d, v, a.id[:6], b.id[:6], c.id[:6])
 	}
 }

@@ -185,6 +185,7 @@ func (s *Session) renewed(r renewal, ok bool, sent time.Time) {
 		}
 		if ok {
 			r.h.deadline = sent.Add(s.lease - s.margin)
+			r.h.suspect = false
 		} else {
 			s.lost(ns, r.h)
 		}

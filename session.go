@@ -210,7 +210,7 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 			if d := time.Until(ns.recheck); d > 0 {
 				sleep = d
 			} else {
-				ns.busy = true
+				ns.busy, ns.stale = true, false
 				s.mu.Unlock()
 				sent := time.Now()
 				r, err := s.callAcquire(ctx, ns, true, tries > 0)
@@ -224,15 +224,21 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 					return s.giveUp(ns, w, ErrClosed)
 				case err == nil && r.acquired:
 					bo.Reset()
-					s.install(ns, r.fence, sent.Add(s.lease-s.margin))
+					s.install(ns, r.fence, sent.Add(s.lease-s.margin), true)
 					ns.held.waited = waited
 					continue
 				case err == nil:
 					bo.Reset()
+					ns.unsure = false
 					ns.queued = r.pos >= 0
 					ns.pos = r.pos
 					ns.seen = max(ns.seen, r.fence)
 					sleep = r.wait
+					if ns.stale {
+						// The key changed (or a connection dropped) while we
+						// asked: our answer may be old already.
+						sleep = staleGrace
+					}
 					ns.recheck = time.Now().Add(sleep)
 					s.settled(ns) // the head is still waiting: nothing to dequeue
 					if h := s.c.onQueued; h != nil {
@@ -245,6 +251,10 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 					return nil, gerr
 				default:
 					lastErr = err
+					// The script may have run (a reply lost, ctx ended in
+					// flight): if we leave, leave the queue and release what
+					// it may have taken.
+					ns.queued, ns.unsure = true, true
 					sleep = bo.NextBackOff()
 					ns.recheck = time.Now().Add(sleep)
 					s.settled(ns)
@@ -303,6 +313,10 @@ func (s *Session) tryOnce(ctx context.Context, ns *nameState) (*Lock, error) {
 	var l *Lock
 	switch {
 	case err != nil:
+		if !isRedisErr(err) {
+			// The attempt may have taken the lock: clean up below.
+			ns.queued, ns.unsure = true, true
+		}
 		err = fmt.Errorf("baton: trylock %q: %w", truncate(ns.name), err)
 	case r.acquired && s.closed:
 		s.mu.Unlock()
@@ -310,16 +324,12 @@ func (s *Session) tryOnce(ctx context.Context, ns *nameState) (*Lock, error) {
 		s.mu.Lock()
 		err = ErrClosed
 	case r.acquired:
-		l = s.install(ns, r.fence, sent.Add(s.lease-s.margin))
+		l = s.install(ns, r.fence, sent.Add(s.lease-s.margin), false)
 	default:
 		ns.seen = max(ns.seen, r.fence)
 		err = fmt.Errorf("%w: %q", ErrNotAcquired, truncate(ns.name))
 	}
-	deq := s.settled(ns)
-	s.mu.Unlock()
-	if deq {
-		s.dequeue(ns)
-	}
+	s.leave(ns, s.settled(ns))
 	return l, err
 }
 
@@ -331,7 +341,7 @@ func (s *Session) giveUp(ns *nameState, w *waiter, err error) (*Lock, error) {
 	if l := w.lock; l != nil {
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
-		l.Unlock(ctx)
+		l.unlock(ctx, false) // no lingering: this caller is leaving
 		cancel()
 		return nil, err
 	}
@@ -348,6 +358,7 @@ func (s *Session) giveUp(ns *nameState, w *waiter, err error) (*Lock, error) {
 		orphan, ns.held, ns.busy = h, nil, true
 	}
 	deq := s.settled(ns)
+	unsure := ns.unsure
 	s.mu.Unlock()
 	if orphan != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
@@ -358,10 +369,26 @@ func (s *Session) giveUp(ns *nameState, w *waiter, err error) (*Lock, error) {
 		deq = s.settled(ns)
 		s.mu.Unlock()
 	}
-	if deq {
+	if deq && unsure {
+		s.c.chore(chore{s: s, ns: ns})
+	} else if deq {
 		s.dequeue(ns)
 	}
 	return nil, err
+}
+
+// leave unlocks s.mu and, when deq is set, leaves the Redis queue for ns:
+// at once, or through the janitor when the last attempt's outcome is
+// unknown (Redis may be stalled, and the caller's ctx is over).
+func (s *Session) leave(ns *nameState, deq bool) {
+	unsure := ns.unsure
+	s.mu.Unlock()
+	switch {
+	case deq && unsure:
+		s.c.chore(chore{s: s, ns: ns})
+	case deq:
+		s.dequeue(ns)
+	}
 }
 
 // settled runs after every change to ns, with s.mu held: it applies a
@@ -418,6 +445,7 @@ func (s *Session) dequeue(ns *nameState) {
 	ns.queued = false
 	if err == nil {
 		ns.seen = max(ns.seen, uint64(fence))
+		ns.unsure = false
 	}
 	if s.settled(ns) {
 		// Someone came and left again meanwhile: the janitor repeats it.
@@ -425,14 +453,17 @@ func (s *Session) dequeue(ns *nameState) {
 	}
 }
 
-// install records a lock acquired from Redis and hands it to the head waiter
-// (if any); s.mu is held.
-func (s *Session) install(ns *nameState, fence uint64, deadline time.Time) *Lock {
+// install records a lock acquired from Redis and returns its Lock, handed
+// to the head waiter when deliver is set; s.mu is held.
+func (s *Session) install(ns *nameState, fence uint64, deadline time.Time, deliver bool) *Lock {
 	ns.seen = max(ns.seen, fence)
 	ns.queued = false
 	ns.recheck = time.Time{}
 	h := &hold{owner: s.member + ":" + strconv.FormatUint(fence, 10), fence: fence, deadline: deadline, since: time.Now()}
 	ns.held = h
+	if !deliver {
+		return s.newLock(ns, h, 0)
+	}
 	return s.handTo(ns, h, 0)
 }
 
@@ -441,17 +472,23 @@ func (s *Session) install(ns *nameState, fence uint64, deadline time.Time) *Lock
 // Its fencing token is the Redis fence times 1024 plus pass, so tokens rise
 // across local hand-offs and every Redis fence is above them all.
 func (s *Session) handTo(ns *nameState, h *hold, pass int) *Lock {
-	token := h.fence<<tokenShift | uint64(pass)
-	l := &Lock{s: s, ns: ns, h: h, token: token, acquired: time.Now(), done: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.Background(), lockKey{}, l))
-	h.lock = l
-	s.c.stats.acquired.Add(1)
+	l := s.newLock(ns, h, pass)
 	if len(ns.waiters) > 0 {
 		w := ns.waiters[0]
 		ns.waiters = ns.waiters[1:]
 		w.lock = l
 		wake(w.wake)
 	}
+	return l
+}
+
+// newLock makes the Lock of h's current holder; s.mu is held.
+func (s *Session) newLock(ns *nameState, h *hold, pass int) *Lock {
+	token := h.fence<<tokenShift | uint64(pass)
+	l := &Lock{s: s, ns: ns, h: h, token: token, acquired: time.Now(), done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.Background(), lockKey{}, l))
+	h.lock = l
+	s.c.stats.acquired.Add(1)
 	return l
 }
 
@@ -481,7 +518,7 @@ func (s *Session) granted(ns *nameState, fence uint64) {
 	// The release ran before the message reached us, at a moment we cannot
 	// know; until the first renewal confirms, count the lease from now and
 	// allow a third of it for the delivery.
-	s.install(ns, fence, time.Now().Add(s.lease-s.lease/3-s.margin))
+	s.install(ns, fence, time.Now().Add(s.lease-s.lease/3-s.margin), true)
 	ns.held.waited = true
 	s.c.stats.granted.Add(1)
 	s.c.kickRenewal()
