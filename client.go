@@ -255,12 +255,13 @@ func (c *Client) newSession(lease time.Duration) *Session {
 	}
 	c.nsess++
 	s := &Session{
-		c:      c,
-		member: c.id + "-" + strconv.Itoa(c.nsess),
-		lease:  lease,
-		margin: lease/30 + 10*time.Millisecond,
-		names:  make(map[string]*nameState),
-		done:   make(chan struct{}),
+		c:       c,
+		member:  c.id + "-" + strconv.Itoa(c.nsess),
+		lease:   lease,
+		leaseMs: strconv.FormatInt(lease.Milliseconds(), 10),
+		margin:  lease/30 + 10*time.Millisecond,
+		names:   make(map[string]*nameState),
+		done:    make(chan struct{}),
 	}
 	c.sessions[s.member] = s
 	c.kickRenewal()

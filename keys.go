@@ -11,17 +11,20 @@ const MaxNameLen = 4096
 // keys are the Redis keys of one lock name. They all begin with
 // "<prefix>:{<name>}", so they share a hash slot on Redis Cluster.
 type keys struct {
-	lock  string // "<member>:<fence>" with the lease as TTL; "~<fence>" for an hour once free
-	queue string // list of waiting sessions, oldest first
-	dead  string // hash: waiting session -> "<deadline ms>:<lease ms>"
+	lock  string   // "<member>:<fence>" with the lease as TTL; "~<fence>" for an hour once free
+	queue string   // list of waiting sessions, oldest first
+	dead  string   // hash: waiting session -> "<deadline ms>:<lease ms>"
+	all   []string // lock, queue, dead: the KEYS of every script
 }
 
 func newKeys(prefix, name string) keys {
 	base := prefix + ":{" + name + "}"
-	return keys{lock: base, queue: base + ":q", dead: base + ":d"}
+	k := keys{lock: base, queue: base + ":q", dead: base + ":d"}
+	k.all = []string{k.lock, k.queue, k.dead}
+	return k
 }
 
-func (k keys) list() []string { return []string{k.lock, k.queue, k.dead} }
+func (k keys) list() []string { return k.all }
 
 // checkName rejects names that cannot be locked safely. A name beginning
 // with "}" would make the hash tag empty, and Redis Cluster would then

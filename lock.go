@@ -18,9 +18,9 @@ type Lock struct {
 	h        *hold
 	token    uint64
 	acquired time.Time
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	done     chan struct{} // closed by Session.finish when released or lost
+	ctx      context.Context         // guarded by s.mu; made by Context
+	cancel   context.CancelCauseFunc // guarded by s.mu
+	done     chan struct{}           // closed by Session.finish when released or lost
 
 	err error // guarded by s.mu: nil while held, then why it ended
 }
@@ -47,7 +47,18 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 
 // Context returns a context cancelled once the lock is released or lost; its
 // cause is the error Err reports.
-func (l *Lock) Context() context.Context { return l.ctx }
+func (l *Lock) Context() context.Context {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.ctx == nil {
+		// Made on first use: most locks never need one.
+		l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.Background(), lockKey{}, l))
+		if l.err != nil {
+			l.cancel(l.err)
+		}
+	}
+	return l.ctx
+}
 
 // Err returns nil while the lock is held, an error matching ErrLockLost once
 // it was lost, and ErrUnlocked or ErrClosed once it was released.
@@ -138,7 +149,7 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 	}
 	s.mu.Unlock()
 	lingerTTL := s.lease / 2
-	args := []string{h.owner, s.member, strconv.FormatInt(s.lease.Milliseconds(), 10),
+	args := []string{h.owner, s.member, s.leaseMs,
 		mode, s.c.prefix, ns.name, strconv.FormatInt(lingerTTL.Milliseconds(), 10)}
 	sent := time.Now()
 	res, _ := run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)

@@ -2,7 +2,6 @@ package baton
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -231,7 +230,7 @@ func renewCall(g []renewal) call {
 	keys := make([]string, 0, 2*len(g))
 	args := make([]string, 0, 3*len(g))
 	for _, r := range g {
-		lease := strconv.FormatInt(r.s.lease.Milliseconds(), 10)
+		lease := r.s.leaseMs
 		if r.h != nil {
 			keys = append(keys, r.ns.keys.lock)
 			args = append(args, "h", r.owner, lease)

@@ -26,10 +26,11 @@ type SessionOptions struct {
 // queue and take the lock in FIFO order. Session is safe for concurrent
 // use; the zero value is not usable.
 type Session struct {
-	c      *Client
-	member string        // identity in Redis: owner tokens are member:fence
-	lease  time.Duration // TTL of the keys this session holds
-	margin time.Duration // allowance for clock drift and timer lateness
+	c       *Client
+	member  string        // identity in Redis: owner tokens are member:fence
+	lease   time.Duration // TTL of the keys this session holds
+	leaseMs string        // lease in ms, as scripts take it
+	margin  time.Duration // allowance for clock drift and timer lateness
 
 	mu        sync.Mutex // protects names, closed, nextRenew, retry and every nameState and Lock of the session
 	names     map[string]*nameState
@@ -486,7 +487,6 @@ func (s *Session) handTo(ns *nameState, h *hold, pass int) *Lock {
 func (s *Session) newLock(ns *nameState, h *hold, pass int) *Lock {
 	token := h.fence<<tokenShift | uint64(pass)
 	l := &Lock{s: s, ns: ns, h: h, token: token, acquired: time.Now(), done: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.Background(), lockKey{}, l))
 	h.lock = l
 	s.c.stats.acquired.Add(1)
 	return l
@@ -532,7 +532,9 @@ func (s *Session) finish(l *Lock, err error) {
 	}
 	l.err = err
 	close(l.done)
-	l.cancel(err)
+	if l.cancel != nil {
+		l.cancel(err)
+	}
 	if l.h.lock == l {
 		l.h.lock = nil
 	}
@@ -607,7 +609,7 @@ type attempt struct {
 // the key and tells us when it changes; a waiter's first attempt skips that
 // (most find the lock free, and a queued session is woken by its grant).
 func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait, track bool) (attempt, error) {
-	args := []string{s.member, strconv.FormatInt(s.lease.Milliseconds(), 10), boolArg(wait), s.c.prefix, ns.name}
+	args := []string{s.member, s.leaseMs, boolArg(wait), s.c.prefix, ns.name}
 	p := pipe{optIn: track && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
 	res, acked := run(ctx, s.c.rc, p, acquireScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()
