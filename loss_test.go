@@ -201,3 +201,57 @@ func TestRedisDownForAWhile(t *testing.T) {
 	}
 	t.Logf("b acquired %v after Redis came back", time.Since(back))
 }
+
+// TestGrantedLockLostBeforeExpiry: a lock granted by another client's
+// release, whose holder is then cut off, is declared lost at its own
+// deadline, before the key can expire; the cut-off client also has queue
+// entries to refresh, whose unanswered round trips must not hold up the
+// renewal loop.
+func TestGrantedLockLostBeforeExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	p, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const lease = 1500 * time.Millisecond
+	a := newClient(t, srv, Options{LeaseTTL: lease})
+	b := newClient(t, srv, Options{LeaseTTL: lease, Redis: redisOpt(func(o *rueidisOption) {
+		o.InitAddress = []string{p.Addr()}
+	})})
+	ctx := ctxTimeout(t, 20*time.Second)
+	other, name := uniqueName(t), uniqueName(t)
+	// b waits on other (so its renewal batches carry a queue entry only)
+	// and on name.
+	lo, err := a.Lock(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lo.Unlock(ctx)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb := queued(b)
+	go b.Lock(ctx, other) // ends with ctx
+	waitFor(t, qb, 5*time.Second, "b to queue on other")
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := b.Lock(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, qb, 5*time.Second, "b to queue on name")
+	// Cut b off once the grant message is through: the next renewal tick
+	// hangs on the proxy.
+	la.Unlock(ctx)
+	lb := waitFor(t, got, 5*time.Second, "the grant to b")
+	p.Blackhole(true)
+	defer p.Blackhole(false)
+	waitFor(t, lb.Done(), 5*time.Second, "b's loss signal")
+	if pttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).lock).AsInt64(); pttl <= 0 {
+		t.Fatalf("b learned of its loss after the key expired (PTTL %d)", pttl)
+	}
+}

@@ -57,7 +57,9 @@ func (c *Client) renewDue(now time.Time) time.Time {
 		due      []*Session
 		deadline = now.Add(time.Hour)
 	)
+	tick := time.Hour
 	for _, s := range c.allSessions() {
+		tick = min(tick, s.lease/3)
 		s.mu.Lock()
 		if s.nextRenew.IsZero() {
 			s.nextRenew = now.Add(s.lease / 3)
@@ -95,8 +97,10 @@ func (c *Client) renewDue(now time.Time) time.Time {
 	if len(batch) == 0 {
 		return next
 	}
-	// A renewal still unanswered at the earliest deadline is of no use.
-	ctx, cancel := context.WithDeadline(c.bg, minTime(deadline, now.Add(time.Hour)))
+	// A renewal still unanswered at the earliest deadline is of no use, and
+	// the loop must not wait longer than a tick: locks granted meanwhile may
+	// have earlier deadlines, which only this loop enforces.
+	ctx, cancel := context.WithDeadline(c.bg, minTime(deadline, now.Add(tick)))
 	defer cancel()
 	groups := c.group(batch)
 	calls := make([]call, len(groups))
