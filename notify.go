@@ -121,10 +121,17 @@ func (c *Client) recheckAll() {
 			if ns.held != nil {
 				ns.held.suspect = true
 			}
-			if ns.held == nil && len(ns.waiters) > 0 {
+			switch {
+			case ns.held == nil && len(ns.waiters) > 0:
 				ns.stale = true
 				ns.recheck = time.Time{}
 				wake(ns.waiters[0].wake)
+			case ns.held == nil && ns.queued && !ns.busy:
+				// Lingering: a grant may have been lost with the connection,
+				// and nobody here will ask. Leave the queue, passing on what
+				// was granted.
+				ns.linger = time.Time{}
+				s.settle(ns)
 			}
 		}
 		s.mu.Unlock()
