@@ -81,12 +81,50 @@ func runMulti(ctx context.Context, rc rueidis.Client, p pipe, calls ...call) (re
 	if len(retry) == 0 {
 		return res, acked
 	}
-	again, acked2 := send(ctx, rc, p, retry, (*script).eval)
+	// Load each missing script once on every node, then retry by SHA: a
+	// batch of renewals would otherwise resend its full text per call.
+	build := (*script).evalsha
+	if loadScripts(ctx, rc, retry) != nil {
+		build = (*script).eval
+	}
+	again, acked2 := send(ctx, rc, p, retry, build)
 	for j, i := range idx {
 		res[i] = again[j]
 	}
+	// Flushed again between the load and the retry: send the text.
+	var last []call
+	var lastIdx []int
+	for _, i := range idx {
+		if err, ok := rueidis.IsRedisErr(res[i].Error()); ok && err.IsNoScript() {
+			last = append(last, calls[i])
+			lastIdx = append(lastIdx, i)
+		}
+	}
+	if len(last) > 0 {
+		final, acked3 := send(ctx, rc, p, last, (*script).eval)
+		for j, i := range lastIdx {
+			res[i] = final[j]
+		}
+		acked2 = min(acked2, acked3)
+	}
 	// The first WAIT covered the calls that ran then; the second, the rest.
 	return res, min(acked, acked2)
+}
+
+func loadScripts(ctx context.Context, rc rueidis.Client, calls []call) error {
+	seen := map[*script]bool{}
+	for _, c := range calls {
+		if seen[c.s] {
+			continue
+		}
+		seen[c.s] = true
+		for _, n := range rc.Nodes() {
+			if err := n.Do(ctx, n.B().ScriptLoad().Script(c.s.src).Build()).Error(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func send(ctx context.Context, rc rueidis.Client, p pipe, calls []call, build func(*script, rueidis.Builder, []string, []string) rueidis.Completed) ([]rueidis.RedisResult, int64) {
