@@ -32,12 +32,12 @@ import (
 // rueidis also probes CLUSTER SLOTS once per client; the denial only shows
 // in ACL LOG (it then uses a single-node client), so the rule is left out.
 var minimalACL = strings.Fields("resetkeys ~baton:* resetchannels &baton:c:* -@all " +
-	"+evalsha +eval +subscribe +ping +client|tracking +client|caching " +
+	"+evalsha +eval +script|load +subscribe +ping +client|tracking +client|caching " +
 	"+get +set +pttl +pexpire +lrem +lindex +lpop +rpush +lpos +hset +hget +hdel +hexists +publish +time")
 
 // clientCommands are the rules of minimalACL for commands baton and rueidis
 // send themselves; the others are the commands the scripts call.
-var clientCommands = []string{"+evalsha", "+eval", "+subscribe", "+ping", "+client|tracking", "+client|caching"}
+var clientCommands = []string{"+evalsha", "+eval", "+script|load", "+subscribe", "+ping", "+client|tracking", "+client|caching"}
 
 // TestMinimalACLMatchesScripts: minimalACL permits every command the
 // scripts call, and nothing they do not (besides clientCommands). With
