@@ -21,6 +21,7 @@ vet:
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd bench && $(GO) test -count=1 ./...
 
 CHAOS_DURATION ?= 60s
 chaos: deps

@@ -2,13 +2,29 @@ package lockers
 
 import (
 	"context"
+	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/redis/rueidis"
 )
 
+// BatonMinReplicas is baton with MinReplicas 1 (ReplicaTimeout 100ms unless
+// Config says otherwise): every acquisition and renewal waits for one
+// replica's acknowledgement. It needs a replica attached to the server.
+const BatonMinReplicas = "baton+MinReplicas1"
+
 // baton with its defaults except LeaseTTL (Config.TTL, 10s by default).
-func init() { register("baton", newBaton) }
+// On a cluster rueidis discovers the topology from the addresses.
+func init() {
+	register("baton", newBaton)
+	registerExtra(BatonMinReplicas, func(cfg Config, t Target) (Locker, error) {
+		cfg.MinReplicas = 1
+		if cfg.ReplicaTimeout == 0 {
+			cfg.ReplicaTimeout = 100 * time.Millisecond
+		}
+		return newBaton(cfg, t)
+	})
+}
 
 // batonLocker holds method values rather than the client type so that it
 // does not depend on the name of baton's client type or whether its Close
@@ -18,10 +34,12 @@ type batonLocker struct {
 	close func()
 }
 
-func newBaton(cfg Config, addr string) (Locker, error) {
+func newBaton(cfg Config, t Target) (Locker, error) {
 	c, err := baton.New(baton.Options{
-		Redis:    rueidis.ClientOption{InitAddress: []string{addr}},
-		LeaseTTL: cfg.ttl(),
+		Redis:          rueidis.ClientOption{InitAddress: t.Addrs, DialCtxFn: cfg.Dial},
+		LeaseTTL:       cfg.ttl(),
+		MinReplicas:    cfg.MinReplicas,
+		ReplicaTimeout: cfg.ReplicaTimeout,
 	})
 	if err != nil {
 		return nil, err

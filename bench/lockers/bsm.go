@@ -10,17 +10,18 @@ import (
 )
 
 // bsm/redislock with LinearBackoff(100ms) retries, bounded by the caller's
-// context deadline (the run deadline). Lock TTL = Config.TTL.
+// context deadline (the run deadline). Lock TTL = Config.TTL. On a cluster
+// it runs over a go-redis ClusterClient.
 func init() { register("bsm", newBSM) }
 
 type bsmLocker struct {
-	client *goredis.Client
+	client goredis.UniversalClient
 	rl     *redislock.Client
 	ttl    time.Duration
 }
 
-func newBSM(cfg Config, addr string) (Locker, error) {
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
+func newBSM(cfg Config, t Target) (Locker, error) {
+	c := goRedisClient(t)
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		_ = c.Close()
 		return nil, err

@@ -4,7 +4,9 @@ package lockers
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -40,7 +42,28 @@ type Config struct {
 	// RenewEvery, when non-zero, asks libraries that have a configurable
 	// renewal interval (rueidislock's ExtendInterval) to use it.
 	RenewEvery time.Duration
+	// MinReplicas and ReplicaTimeout are baton's options of the same
+	// names (zero: baton's defaults). Other libraries ignore them.
+	MinReplicas    int           `json:"min_replicas,omitempty"`
+	ReplicaTimeout time.Duration `json:"replica_timeout,omitempty"`
+	// Dial, when set, becomes rueidis.ClientOption.DialCtxFn of the
+	// libraries built on rueidis (baton, rueidislock, polling): the
+	// holding scenario counts socket writes with it. Not sent to -procs
+	// workers.
+	Dial func(ctx context.Context, dst string, dialer *net.Dialer, cfg *tls.Config) (net.Conn, error) `json:"-"`
 }
+
+// Target is the Redis deployment an instance connects to.
+type Target struct {
+	// Addrs is the standalone server, or the cluster's seed nodes.
+	Addrs []string `json:"addrs"`
+	// Cluster selects the libraries' cluster clients where they have a
+	// separate one (go-redis ClusterClient); rueidis discovers it itself.
+	Cluster bool `json:"cluster,omitempty"`
+}
+
+// Standalone is a Target of one server.
+func Standalone(addr string) Target { return Target{Addrs: []string{addr}} }
 
 // DefaultTTL is the lease used when Config.TTL is zero.
 const DefaultTTL = 10 * time.Second
@@ -55,14 +78,15 @@ func (c Config) ttl() time.Duration {
 // Adapter constructs client instances of one library.
 type Adapter struct {
 	Name string
-	New  func(addr string) (Locker, error)
+	New  func(t Target) (Locker, error)
 }
 
-type constructor func(cfg Config, addr string) (Locker, error)
+type constructor func(cfg Config, t Target) (Locker, error)
 
 var (
 	mu       sync.Mutex
 	registry = map[string]constructor{}
+	extras   = map[string]bool{}
 )
 
 // Canonical order of the libraries (used for "all").
@@ -74,7 +98,32 @@ func register(name string, c constructor) {
 	registry[name] = c
 }
 
-// Names returns the registered library names in canonical order.
+// registerExtra registers a variant that "all" does not include.
+func registerExtra(name string, c constructor) {
+	register(name, c)
+	mu.Lock()
+	extras[name] = true
+	mu.Unlock()
+}
+
+// IsExtra reports a variant that is not part of "all" (e.g.
+// baton+MinReplicas1, which needs a replica).
+func IsExtra(name string) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	return extras[name]
+}
+
+// NeedsReplica reports libraries that only work with a replica attached.
+func NeedsReplica(name string) bool { return name == BatonMinReplicas }
+
+// SupportsCluster reports libraries that run against Redis Cluster. All
+// of the compared ones do; baton+MinReplicas1 needs replicas, which the
+// benchmark's cluster does not have.
+func SupportsCluster(name string) bool { return !NeedsReplica(name) }
+
+// Names returns the registered library names in canonical order, without
+// the extra variants.
 func Names() []string {
 	mu.Lock()
 	defer mu.Unlock()
@@ -88,7 +137,7 @@ func Names() []string {
 	}
 	var rest []string
 	for n := range registry {
-		if !seen[n] {
+		if !seen[n] && !extras[n] {
 			rest = append(rest, n)
 		}
 	}
@@ -102,9 +151,9 @@ func Get(name string, cfg Config) (Adapter, error) {
 	c, ok := registry[name]
 	mu.Unlock()
 	if !ok {
-		return Adapter{}, fmt.Errorf("unknown library %q (available: %s)", name, strings.Join(Names(), ","))
+		return Adapter{}, fmt.Errorf("unknown library %q (available: %s)", name, strings.Join(append(Names(), ExtraNames()...), ","))
 	}
-	return Adapter{Name: name, New: func(addr string) (Locker, error) { return c(cfg, addr) }}, nil
+	return Adapter{Name: name, New: func(t Target) (Locker, error) { return c(cfg, t) }}, nil
 }
 
 // Ended reports whether ctx is done or its deadline has passed. Clients may
@@ -124,4 +173,16 @@ func ctxErr(ctx context.Context) error {
 		return err
 	}
 	return context.DeadlineExceeded
+}
+
+// ExtraNames lists the extra variants, sorted.
+func ExtraNames() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	var out []string
+	for n := range extras {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }

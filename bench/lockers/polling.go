@@ -24,8 +24,8 @@ type pollingLocker struct {
 	ttlMS int64
 }
 
-func newPolling(cfg Config, addr string) (Locker, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+func newPolling(cfg Config, t Target) (Locker, error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: t.Addrs, DisableCache: true, DialCtxFn: cfg.Dial})
 	if err != nil {
 		return nil, err
 	}

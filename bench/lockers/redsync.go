@@ -11,17 +11,27 @@ import (
 )
 
 // redsync v4 with its defaults (8s expiry, 50-250ms random retry delay)
-// except unlimited tries; one Mutex per Lock call; go-redis v9 pool.
+// except unlimited tries; one Mutex per Lock call; go-redis v9 pool (a
+// ClusterClient on a cluster).
 func init() { register("redsync", newRedsync) }
 
 type redsyncLocker struct {
-	client *goredis.Client
+	client goredis.UniversalClient
 	rs     *redsync.Redsync
 	opts   []redsync.Option
 }
 
-func newRedsync(cfg Config, addr string) (Locker, error) {
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
+// goRedisClient is a go-redis client for t: redis.NewClusterClient on a
+// cluster, redis.NewClient otherwise.
+func goRedisClient(t Target) goredis.UniversalClient {
+	if t.Cluster {
+		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs})
+	}
+	return goredis.NewClient(&goredis.Options{Addr: t.Addrs[0]})
+}
+
+func newRedsync(cfg Config, t Target) (Locker, error) {
+	c := goRedisClient(t)
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		_ = c.Close()
 		return nil, err

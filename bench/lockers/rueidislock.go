@@ -13,8 +13,8 @@ func init() { register("rueidislock", newRueidisLock) }
 
 type rueidisLock struct{ l rueidislock.Locker }
 
-func newRueidisLock(cfg Config, addr string) (Locker, error) {
-	opt := rueidislock.LockerOption{ClientOption: rueidis.ClientOption{InitAddress: []string{addr}}}
+func newRueidisLock(cfg Config, t Target) (Locker, error) {
+	opt := rueidislock.LockerOption{ClientOption: rueidis.ClientOption{InitAddress: t.Addrs, DialCtxFn: cfg.Dial}}
 	if cfg.TTLSet {
 		opt.KeyValidity = cfg.ttl()
 	}

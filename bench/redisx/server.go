@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -30,19 +31,60 @@ type Server struct {
 // Start launches redis-server on a free loopback port with persistence off,
 // in a temporary directory, and waits until it answers PING.
 func Start(ctx context.Context, binary string) (*Server, error) {
-	if binary == "" {
-		binary = "redis-server"
-	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
+	}
+	return startServer(ctx, binary, port)
+}
+
+// StartReplica launches a redis-server that replicates primary
+// (--replicaof) and waits until INFO replication reports
+// master_link_status:up.
+func StartReplica(ctx context.Context, binary, primary string) (*Server, error) {
+	host, port, err := net.SplitHostPort(primary)
+	if err != nil {
+		return nil, err
+	}
+	p, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s, err := startServer(ctx, binary, p, "--replicaof", host, port)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		txt, err := rawCommand(s.Addr, "INFO", "replication")
+		if err == nil && strings.Contains(txt, "master_link_status:up") {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("replica %s: master_link_status not up within 30s (last: %v)", s.Addr, firstLine(txt, err))
+		}
+		select {
+		case <-ctx.Done():
+			s.Stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// startServer runs redis-server on port with the benchmark's settings plus
+// extra arguments.
+func startServer(ctx context.Context, binary string, port int, extra ...string) (*Server, error) {
+	if binary == "" {
+		binary = "redis-server"
 	}
 	dir, err := os.MkdirTemp("", "lockbench-redis-")
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, done: make(chan struct{})}
-	s.cmd = exec.Command(binary,
+	args := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -50,7 +92,8 @@ func Start(ctx context.Context, binary string) (*Server, error) {
 		"--dir", dir,
 		"--maxclients", "10000",
 		"--loglevel", "warning",
-	)
+	}
+	s.cmd = exec.Command(binary, append(args, extra...)...)
 	s.cmd.Stdout = &s.log
 	s.cmd.Stderr = &s.log
 	s.cmd.SysProcAttr = childAttr()
@@ -68,7 +111,7 @@ func Start(ctx context.Context, binary string) (*Server, error) {
 		select {
 		case <-s.done:
 			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("redis-server exited early: %s", strings.TrimSpace(s.log.String()))
+			return nil, fmt.Errorf("redis-server on port %d exited early: %s", port, strings.TrimSpace(s.log.String()))
 		case <-ctx.Done():
 			s.Stop()
 			return nil, ctx.Err()
@@ -123,83 +166,190 @@ func ping(addr string) error {
 	return nil
 }
 
-// Admin is a small client for INFO, FLUSHALL and DBSIZE.
-type Admin struct{ c rueidis.Client }
+// Admin is a small client for INFO, FLUSHALL and DBSIZE on every node of a
+// deployment: one server, or every primary of a cluster. Counters are summed
+// over the nodes and also kept per node.
+type Admin struct{ nodes []adminNode }
 
-// NewAdmin connects an admin client.
-func NewAdmin(addr string) (*Admin, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-	if err != nil {
-		return nil, err
-	}
-	return &Admin{c: c}, nil
+type adminNode struct {
+	addr string
+	c    rueidis.Client
 }
 
-// Close closes the admin client.
-func (a *Admin) Close() { a.c.Close() }
+// NewAdmin connects one single-node client per address (ForceSingleClient:
+// no cluster discovery, commands go to that node).
+func NewAdmin(addrs ...string) (*Admin, error) {
+	a := &Admin{}
+	for _, addr := range addrs {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("%s: %w", addr, err)
+		}
+		a.nodes = append(a.nodes, adminNode{addr: addr, c: c})
+	}
+	if len(a.nodes) == 0 {
+		return nil, errors.New("no address")
+	}
+	return a, nil
+}
 
-// Snapshot is a point-in-time read of the server's counters.
+// Close closes the admin clients.
+func (a *Admin) Close() {
+	for _, n := range a.nodes {
+		n.c.Close()
+	}
+}
+
+// Addrs lists the nodes, in the order of Snapshot.Nodes.
+func (a *Admin) Addrs() []string {
+	out := make([]string, len(a.nodes))
+	for i, n := range a.nodes {
+		out[i] = n.addr
+	}
+	return out
+}
+
+// NodeSnapshot is one node's counters.
+type NodeSnapshot struct {
+	Addr     string
+	Commands int64            // INFO stats total_commands_processed
+	CPU      float64          // INFO cpu used_cpu_user + used_cpu_sys, seconds
+	Calls    map[string]int64 // INFO commandstats: calls per command (lower case, e.g. "evalsha")
+	infos    int64            // INFO calls this snapshot made on the node
+}
+
+// Snapshot is a point-in-time read of the deployment's counters, summed
+// over its nodes.
 type Snapshot struct {
 	At       time.Time
-	Commands int64   // INFO stats total_commands_processed
-	CPU      float64 // INFO cpu used_cpu_user + used_cpu_sys, seconds
+	Commands int64   // sum of INFO stats total_commands_processed
+	CPU      float64 // sum of INFO cpu used_cpu_user + used_cpu_sys, seconds
+	Nodes    []NodeSnapshot
 }
+
+// NodeDelta is one node's share of a Delta.
+type NodeDelta struct {
+	Addr     string           `json:"addr"`
+	Commands int64            `json:"commands"`
+	CPU      float64          `json:"cpu_sec"`
+	Calls    map[string]int64 `json:"calls,omitempty"` // commandstats calls per command
+}
+
+// Scripts is the number of script calls (EVALSHA + EVAL, as the client
+// sent them; commands they run inside are not counted here).
+func (d NodeDelta) Scripts() int64 { return d.Calls["evalsha"] + d.Calls["eval"] }
 
 // Delta is the difference of two snapshots.
 type Delta struct {
 	Commands int64
 	CPU      float64 // seconds
 	Elapsed  time.Duration
+	Nodes    []NodeDelta
 }
 
-// Sub returns s - prev. The INFO call that produced prev is itself counted
-// in s.Commands, so it is subtracted.
+// Sub returns s - prev. The INFO calls that produced prev are themselves
+// counted in s.Commands, so they are subtracted.
 func (s Snapshot) Sub(prev Snapshot) Delta {
-	return Delta{Commands: s.Commands - prev.Commands - 1, CPU: s.CPU - prev.CPU, Elapsed: s.At.Sub(prev.At)}
+	d := Delta{CPU: s.CPU - prev.CPU, Elapsed: s.At.Sub(prev.At)}
+	for i, n := range s.Nodes {
+		nd := NodeDelta{Addr: n.Addr, Commands: n.Commands, CPU: n.CPU}
+		var p NodeSnapshot
+		if i < len(prev.Nodes) {
+			p = prev.Nodes[i]
+		}
+		nd.Commands -= p.Commands + p.infos
+		nd.CPU -= p.CPU
+		for k, v := range n.Calls {
+			if k == "info" {
+				continue
+			}
+			if dv := v - p.Calls[k]; dv != 0 {
+				if nd.Calls == nil {
+					nd.Calls = map[string]int64{}
+				}
+				nd.Calls[k] = dv
+			}
+		}
+		d.Commands += nd.Commands
+		d.Nodes = append(d.Nodes, nd)
+	}
+	return d
 }
 
-// Snapshot reads INFO stats and INFO cpu with one INFO call.
+// Scripts sums NodeDelta.Scripts over the nodes.
+func (d Delta) Scripts() int64 {
+	var n int64
+	for _, nd := range d.Nodes {
+		n += nd.Scripts()
+	}
+	return n
+}
+
+// Snapshot reads INFO stats, cpu and commandstats of every node (one INFO
+// call per node).
 func (a *Admin) Snapshot(ctx context.Context) (Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	txt, err := a.c.Do(ctx, a.c.B().Info().Section("stats", "cpu").Build()).ToString()
-	if err != nil {
-		// Older servers accept one section per call.
-		return a.snapshotSections(ctx)
+	s := Snapshot{Nodes: make([]NodeSnapshot, len(a.nodes))}
+	errs := make([]error, len(a.nodes))
+	var wg sync.WaitGroup
+	for i, n := range a.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Nodes[i], errs[i] = n.snapshot(ctx)
+		}()
 	}
-	return parseSnapshot(txt)
+	wg.Wait()
+	s.At = time.Now()
+	for i, n := range s.Nodes {
+		if errs[i] != nil {
+			return Snapshot{}, fmt.Errorf("%s: %w", a.nodes[i].addr, errs[i])
+		}
+		s.Commands += n.Commands
+		s.CPU += n.CPU
+	}
+	return s, nil
 }
 
-func (a *Admin) snapshotSections(ctx context.Context) (Snapshot, error) {
-	st, err := a.c.Do(ctx, a.c.B().Info().Section("stats").Build()).ToString()
-	if err != nil {
-		return Snapshot{}, err
+func (n adminNode) snapshot(ctx context.Context) (NodeSnapshot, error) {
+	txt, err := n.c.Do(ctx, n.c.B().Info().Section("stats", "cpu", "commandstats").Build()).ToString()
+	if err == nil {
+		ns, err := parseSnapshot(txt)
+		ns.Addr, ns.infos = n.addr, 1
+		return ns, err
 	}
-	cpu, err := a.c.Do(ctx, a.c.B().Info().Section("cpu").Build()).ToString()
-	if err != nil {
-		return Snapshot{}, err
+	// Older servers accept one section per call.
+	var parts []string
+	for _, sec := range []string{"stats", "cpu", "commandstats"} {
+		t, err := n.c.Do(ctx, n.c.B().Info().Section(sec).Build()).ToString()
+		if err != nil {
+			return NodeSnapshot{}, err
+		}
+		parts = append(parts, t)
 	}
-	s, err := parseSnapshot(st + "\n" + cpu)
-	s.Commands-- // two INFO calls
-	return s, err
+	ns, err := parseSnapshot(strings.Join(parts, "\n"))
+	ns.Addr, ns.infos = n.addr, 3
+	return ns, err
 }
 
-func parseSnapshot(txt string) (Snapshot, error) {
-	s := Snapshot{At: time.Now()}
+func parseSnapshot(txt string) (NodeSnapshot, error) {
+	var s NodeSnapshot
 	var haveCmd, haveUser, haveSys bool
 	for _, line := range strings.Split(txt, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {
 			continue
 		}
-		switch k {
-		case "total_commands_processed":
+		switch {
+		case k == "total_commands_processed":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return s, err
 			}
 			s.Commands, haveCmd = n, true
-		case "used_cpu_user", "used_cpu_sys":
+		case k == "used_cpu_user" || k == "used_cpu_sys":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				return s, err
@@ -210,6 +360,17 @@ func parseSnapshot(txt string) (Snapshot, error) {
 			} else {
 				haveSys = true
 			}
+		case strings.HasPrefix(k, "cmdstat_"):
+			// cmdstat_evalsha:calls=12,usec=...
+			calls, _, _ := strings.Cut(v, ",")
+			if c, ok := strings.CutPrefix(calls, "calls="); ok {
+				if n, err := strconv.ParseInt(c, 10, 64); err == nil {
+					if s.Calls == nil {
+						s.Calls = map[string]int64{}
+					}
+					s.Calls[strings.ToLower(strings.TrimPrefix(k, "cmdstat_"))] = n
+				}
+			}
 		}
 	}
 	if !haveCmd || !haveUser || !haveSys {
@@ -218,32 +379,54 @@ func parseSnapshot(txt string) (Snapshot, error) {
 	return s, nil
 }
 
-// FlushAll empties the server.
+// FlushAll empties every node.
 func (a *Admin) FlushAll(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return a.c.Do(ctx, a.c.B().Flushall().Build()).Error()
+	for _, n := range a.nodes {
+		if err := n.c.Do(ctx, n.c.B().Flushall().Build()).Error(); err != nil {
+			return fmt.Errorf("%s: %w", n.addr, err)
+		}
+	}
+	return nil
 }
 
-// DBSize returns the number of keys.
+// DBSize returns the number of keys, summed over the nodes.
 func (a *Admin) DBSize(ctx context.Context) (int64, error) {
+	sizes, err := a.DBSizes(ctx)
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
+	return total, err
+}
+
+// DBSizes returns the number of keys of each node.
+func (a *Admin) DBSizes(ctx context.Context) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return a.c.Do(ctx, a.c.B().Dbsize().Build()).AsInt64()
+	out := make([]int64, len(a.nodes))
+	for i, n := range a.nodes {
+		v, err := n.c.Do(ctx, n.c.B().Dbsize().Build()).AsInt64()
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", n.addr, err)
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
-// Version returns INFO server's redis_version.
+// Version returns INFO server's redis_version of the first node.
 func (a *Admin) Version(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	txt, err := a.c.Do(ctx, a.c.B().Info().Section("server").Build()).ToString()
+	n := a.nodes[0]
+	txt, err := n.c.Do(ctx, n.c.B().Info().Section("server").Build()).ToString()
 	if err != nil {
 		return "unknown"
 	}
-	for _, line := range strings.Split(txt, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return v
-		}
+	if v := infoField(txt, "redis_version"); v != "" {
+		return v
 	}
 	return "unknown"
 }

@@ -12,39 +12,51 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/bench/lockers"
 	"github.com/batonlock/baton/bench/workload"
 )
 
 // ScenarioResult is one scenario with every library's line.
 type ScenarioResult struct {
-	Scenario workload.Scenario         `json:"scenario"`
-	Metrics  []workload.Metrics        `json:"results,omitempty"`
-	Holding  []workload.HoldingMetrics `json:"holding,omitempty"`
+	Scenario   workload.Scenario         `json:"scenario"`
+	Deployment string                    `json:"deployment,omitempty"`
+	Metrics    []workload.Metrics        `json:"results,omitempty"`
+	Holding    []workload.HoldingMetrics `json:"holding,omitempty"`
 }
 
 // Run is the whole report.
 type Run struct {
-	Started    time.Time        `json:"started"`
-	GoVersion  string           `json:"go_version"`
-	GOMAXPROCS int              `json:"gomaxprocs"`
-	NumCPU     int              `json:"num_cpu"`
-	Redis      string           `json:"redis"`
-	Procs      bool             `json:"procs"`
-	Libraries  []string         `json:"libraries"`
-	Command    string           `json:"command"`
-	Scenarios  []ScenarioResult `json:"scenarios"`
+	Started    time.Time `json:"started"`
+	GoVersion  string    `json:"go_version"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	NumCPU     int       `json:"num_cpu"`
+	Redis      string    `json:"redis"`
+	// Baton is the git state of the baton checkout the run was built from
+	// (commit, and the tracked files modified in the work tree).
+	Baton string `json:"baton,omitempty"`
+	// Deployments describes the Redis deployments the run started/used.
+	Deployments []string         `json:"deployments,omitempty"`
+	Procs       bool             `json:"procs"`
+	Libraries   []string         `json:"libraries"`
+	Command     string           `json:"command"`
+	Scenarios   []ScenarioResult `json:"scenarios"`
 }
 
 // Header writes the scenario heading.
-func Header(w io.Writer, s workload.Scenario) {
+func Header(w io.Writer, sr ScenarioResult) {
+	s := sr.Scenario
 	fmt.Fprintf(w, "\n### %s\n\n", s.Name)
+	on := ""
+	if sr.Deployment != "" {
+		on = " On " + sr.Deployment + "."
+	}
 	if s.Holding != nil {
 		h := s.Holding
-		fmt.Fprintf(w, "%s: %d locks (rueidislock: %d), lease %v, renewal assumed every %v, held %v.\n\n",
-			s.About, h.Locks, h.PeerLocks, h.LeaseTTL, h.Renew(), h.HoldFor())
+		fmt.Fprintf(w, "%s: %d locks (rueidislock: %d), lease %v, renewal assumed every %v, held %v.%s\n\n",
+			s.About, h.Locks, h.PeerLocks, h.LeaseTTL, h.Renew(), h.HoldFor(), on)
 		return
 	}
-	fmt.Fprintf(w, "%s: %s.\n\n", s.About, s.Params)
+	fmt.Fprintf(w, "%s: %s.%s\n\n", s.About, s.Params, on)
 }
 
 // Table writes one scenario's Markdown table and the notes under it.
@@ -63,6 +75,60 @@ func Table(w io.Writer, ms []workload.Metrics) {
 			num(float64(m.CmdsPerAcq), 1), num(float64(m.CPUUSPerAcq), 1), num(float64(m.Jain), 3), m.Overlaps)
 	}
 	Notes(w, ms)
+	ReplicaComparison(w, ms)
+}
+
+// ReplicaComparison writes, when both are present, baton and
+// baton+MinReplicas1 side by side with the difference.
+func ReplicaComparison(w io.Writer, ms []workload.Metrics) {
+	var a, b *workload.Metrics
+	for i := range ms {
+		switch {
+		case ms[i].SetupError != "":
+		case ms[i].Library == "baton":
+			a = &ms[i]
+		case ms[i].Library == lockers.BatonMinReplicas:
+			b = &ms[i]
+		}
+	}
+	if a == nil || b == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nCost of MinReplicas 1 (WAIT for one replica):\n\n")
+	fmt.Fprintf(w, "| metric | %s | %s | difference |\n|---|--:|--:|--:|\n", a.Library, b.Library)
+	ratio := func(x, y float64) string {
+		if x == 0 || math.IsNaN(x) || math.IsNaN(y) {
+			return "-"
+		}
+		return fmt.Sprintf("x%.2f", y/x)
+	}
+	fmt.Fprintf(w, "| acq/s | %s | %s | %s |\n", num(float64(a.AcqPerSec), 0), num(float64(b.AcqPerSec), 0), ratio(float64(a.AcqPerSec), float64(b.AcqPerSec)))
+	for _, r := range []struct {
+		name string
+		x, y workload.Num
+	}{
+		{"wait p50 (Lock)", a.WaitP50US, b.WaitP50US},
+		{"wait p99 (Lock)", a.WaitP99US, b.WaitP99US},
+		{"unlock p50", a.UnlockP50, b.UnlockP50},
+		{"unlock p99", a.UnlockP99, b.UnlockP99},
+		{"Lock+Unlock p50", a.CycleP50US, b.CycleP50US},
+		{"Lock+Unlock p99", a.CycleP99US, b.CycleP99US},
+	} {
+		d := "-"
+		if !math.IsNaN(float64(r.x)) && !math.IsNaN(float64(r.y)) {
+			switch diff := r.y - r.x; {
+			case math.Abs(float64(diff)) < 0.5:
+				d = "0µs"
+			case diff > 0:
+				d = "+" + dur(diff)
+			default:
+				d = dur(diff)
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.name, dur(r.x), dur(r.y), d)
+	}
+	fmt.Fprintf(w, "| cmds/acq | %s | %s | %s |\n", num(float64(a.CmdsPerAcq), 1), num(float64(b.CmdsPerAcq), 1), ratio(float64(a.CmdsPerAcq), float64(b.CmdsPerAcq)))
+	fmt.Fprintf(w, "| CPU us/acq | %s | %s | %s |\n", num(float64(a.CPUUSPerAcq), 1), num(float64(b.CPUUSPerAcq), 1), ratio(float64(a.CPUUSPerAcq), float64(b.CPUUSPerAcq)))
 }
 
 // Notes lists anything abnormal under a table.
@@ -102,7 +168,8 @@ func Notes(w io.Writer, ms []workload.Metrics) {
 	}
 }
 
-// HoldingTable writes the holding scenario's table.
+// HoldingTable writes the holding scenario's tables: footprint, then the
+// load per renewal tick.
 func HoldingTable(w io.Writer, hs []workload.HoldingMetrics) {
 	fmt.Fprintln(w, "| library | locks held | acquire s | goroutines/lock | heap B/lock | Redis cmds/s | cmds/s per lock | Redis CPU | keys before/after hold/after release | unlock s | goroutines left after Close |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
@@ -128,6 +195,35 @@ func HoldingTable(w io.Writer, hs []workload.HoldingMetrics) {
 		for _, e := range sortedCounts(h.UnlockErrors) {
 			notes = append(notes, fmt.Sprintf("**%s**: Unlock error x%d: %s", h.Library, e.n, e.k))
 		}
+		if h.Handshakes > 0 {
+			notes = append(notes, fmt.Sprintf("%s: opened %d connection(s) during the hold (their HELLO handshakes are not counted as round trips)", h.Library, h.Handshakes))
+		}
+		if h.KeysAfter < h.KeysBefore {
+			notes = append(notes, fmt.Sprintf("**%s**: %d keys fewer after the hold than before: leases lapsed", h.Library, h.KeysBefore-h.KeysAfter))
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Per renewal tick during the hold, after acquiring (values per node in node order; round trips = socket writes that end a pipelined batch, see README):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| library | nodes holding locks | ticks | round trips/tick per node | round trips/tick | socket writes/tick per node | keep-alive PINGs/tick | scripts/tick per node | scripts/tick | KiB sent/tick | Redis cmds/s per node | Redis CPU per node |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, h := range hs {
+		var rt, wr, sc, cs, cpu []string
+		for _, n := range h.PerNode {
+			rt = append(rt, num(float64(n.RoundTripsPerTick), 2))
+			wr = append(wr, num(float64(n.WritesPerTick), 2))
+			sc = append(sc, num(float64(n.ScriptsPerTick), 1))
+			cs = append(cs, num(float64(n.CmdsPerSec), 0))
+			cpu = append(cpu, pctCore(float64(n.CPUPerSec)))
+		}
+		ticks := num(float64(h.Ticks), 2)
+		if h.Bursts > 0 && float64(h.Ticks) == float64(h.Bursts) {
+			ticks = fmt.Sprintf("%d seen", h.Bursts)
+		}
+		fmt.Fprintf(w, "| %s | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			h.Library, h.NodesWithLocks, h.Nodes, ticks, strings.Join(rt, " / "), num(float64(h.RoundTripsPerTick), 2),
+			strings.Join(wr, " / "), num(float64(h.PingsPerTick), 2), strings.Join(sc, " / "), num(float64(h.ScriptsPerTick), 1),
+			num(float64(h.BytesPerTick)/1024, 1), strings.Join(cs, " / "), strings.Join(cpu, " / "))
 	}
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
@@ -141,8 +237,11 @@ func HoldingTable(w io.Writer, hs []workload.HoldingMetrics) {
 func Markdown(w io.Writer, r *Run) {
 	fmt.Fprintf(w, "# lockbench results\n\n%s, %s, GOMAXPROCS %d, %d CPUs, redis %s, instances as %s.\n\n`%s`\n",
 		r.Started.Format(time.RFC3339), r.GoVersion, r.GOMAXPROCS, r.NumCPU, r.Redis, procsText(r.Procs), r.Command)
+	if r.Baton != "" {
+		fmt.Fprintf(w, "\nbaton: %s\n", r.Baton)
+	}
 	for _, s := range r.Scenarios {
-		Header(w, s.Scenario)
+		Header(w, s)
 		if s.Holding != nil {
 			HoldingTable(w, s.Holding)
 		} else {

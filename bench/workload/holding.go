@@ -3,12 +3,15 @@ package workload
 import (
 	"context"
 	"fmt"
+	"math"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton/bench/lockers"
+	"github.com/batonlock/baton/bench/netcount"
 	"github.com/batonlock/baton/bench/redisx"
 )
 
@@ -30,6 +33,26 @@ type HoldingMetrics struct {
 	KeysAfter    int64   `json:"keys_after_hold"`
 	KeysReleased int64   `json:"keys_after_release"`
 
+	// Per renewal tick, during the hold (see netcount): socket writes,
+	// and round trips = writes that end a pipelined batch (not keep-alive
+	// PINGs, not full-buffer spills). Ticks are the bursts of writes seen
+	// (a pause longer than a quarter of the renewal period separates two)
+	// when that count is within one of the renewal periods in the hold
+	// (baton renews everything at once); otherwise (rueidislock renews
+	// each lock on its own timer) the renewal periods.
+	Nodes             int           `json:"nodes"`
+	NodesWithLocks    int           `json:"nodes_with_locks"`
+	Periods           Num           `json:"renewal_periods"`      // hold seconds / renewal period
+	Bursts            int           `json:"write_bursts"`         // bursts of writes seen in the hold
+	Ticks             Num           `json:"ticks"`                // what the per-tick values divide by
+	RoundTripsPerTick Num           `json:"round_trips_per_tick"` // all nodes
+	WritesPerTick     Num           `json:"writes_per_tick"`      // all nodes, PINGs excluded
+	PingsPerTick      Num           `json:"pings_per_tick"`
+	Handshakes        int64         `json:"handshakes"`       // connections opened during the hold
+	ScriptsPerTick    Num           `json:"scripts_per_tick"` // EVALSHA+EVAL, all nodes
+	BytesPerTick      Num           `json:"bytes_per_tick"`
+	PerNode           []HoldingNode `json:"per_node,omitempty"`
+
 	UnlockSeconds   float64        `json:"unlock_seconds"`
 	GoroutineLeak   int            `json:"goroutines_left_after_close"`
 	LockErrors      map[string]int `json:"lock_errors,omitempty"`
@@ -39,18 +62,39 @@ type HoldingMetrics struct {
 	UnlockTimedOut  bool           `json:"unlock_timed_out,omitempty"`
 }
 
+// HoldingNode is one Redis node's share of the hold.
+type HoldingNode struct {
+	Addr              string           `json:"addr"`
+	Keys              int64            `json:"keys_before_hold"`
+	Conns             int64            `json:"conns"`       // connections the client opened to it (whole run)
+	Writes            int64            `json:"writes"`      // during the hold, PINGs and handshakes excluded
+	RoundTrips        int64            `json:"round_trips"` // writes that end a batch
+	Pings             int64            `json:"pings"`
+	Handshakes        int64            `json:"handshakes"` // new connections during the hold
+	Bytes             int64            `json:"bytes"`
+	RoundTripsInBurst []int            `json:"round_trips_in_burst"` // per burst seen
+	RoundTripsPerTick Num              `json:"round_trips_per_tick"`
+	WritesPerTick     Num              `json:"writes_per_tick"`
+	ScriptsPerTick    Num              `json:"scripts_per_tick"`
+	CmdsPerSec        Num              `json:"redis_cmds_per_sec"`
+	CPUPerSec         Num              `json:"redis_cpu_per_sec"`
+	Calls             map[string]int64 `json:"calls,omitempty"` // commandstats delta over the hold
+}
+
 // Bounds of the holding scenario's phases.
 const (
 	holdingAcquireTimeout = 60 * time.Second
 	holdingUnlockTimeout  = 30 * time.Second
 	holdingParallelism    = 64
+	warmupLocks           = 32
 )
 
 // RunHolding makes one client of ad hold n locks on distinct names for
 // hp.HoldFor() and measures the per-lock footprint in this process and the
-// Redis load during the hold.
-func RunHolding(ctx context.Context, ad lockers.Adapter, addr string, admin *redisx.Admin, n int, hp HoldingParams) (hm HoldingMetrics) {
-	hm = HoldingMetrics{Library: ad.Name, Locks: n}
+// Redis load during the hold. counter, if not nil, must be the Dial of the
+// adapter's Config: it counts the client's socket writes per node.
+func RunHolding(ctx context.Context, ad lockers.Adapter, t lockers.Target, admin *redisx.Admin, n int, hp HoldingParams, counter *netcount.Counter) (hm HoldingMetrics) {
+	hm = HoldingMetrics{Library: ad.Name, Locks: n, Nodes: len(admin.Addrs())}
 	unlocks := make([]func(context.Context) error, n) // allocated before the baseline
 	names := make([]string, n)
 	for i := range names {
@@ -58,7 +102,7 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, addr string, admin *red
 	}
 	g0 := runtime.NumGoroutine()
 
-	l, err := ad.New(addr)
+	l, err := ad.New(t)
 	if err != nil {
 		hm.Error = "new: " + err.Error()
 		return hm
@@ -73,21 +117,31 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, addr string, admin *red
 	defer closeOnce()
 
 	// Warm up: the first lock may start long-lived background machinery
-	// that is not a per-lock cost.
+	// that is not a per-lock cost, and the first renewal loads the
+	// renewal script (EVALSHA -> NOSCRIPT -> EVAL, on each node). Hold a
+	// few locks (names spread over the cluster's nodes) across one renewal
+	// so that the hold below measures the steady state.
 	{
+		var warm []func(context.Context) error
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		u, err := l.Lock(wctx, "lockbench-hold-warmup")
-		cancel()
-		if err != nil {
-			hm.Error = "warm-up lock: " + err.Error()
-			return hm
+		for i := 0; i < warmupLocks; i++ {
+			u, err := l.Lock(wctx, fmt.Sprintf("lockbench-hold-warmup-%d", i))
+			if err != nil {
+				cancel()
+				hm.Error = "warm-up lock: " + err.Error()
+				return hm
+			}
+			warm = append(warm, u)
 		}
-		uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = u(uctx)
 		cancel()
-		if err != nil {
-			hm.Error = "warm-up unlock: " + err.Error()
-			return hm
+		sleepCtx(ctx, hp.Renew()+hp.Renew()/4)
+		uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		for _, u := range warm {
+			if err := u(uctx); err != nil {
+				hm.Error = "warm-up unlock: " + err.Error()
+				return hm
+			}
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -150,11 +204,21 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, addr string, admin *red
 		hm.HeapBytesPerLock = Num((float64(ms1.HeapAlloc) - float64(ms0.HeapAlloc)) / float64(hm.Acquired))
 	}
 
-	// Hold, measuring the server's load.
-	hm.KeysBefore, _ = admin.DBSize(ctx)
+	// Hold, measuring the server's load and the client's writes.
+	sizes, _ := admin.DBSizes(ctx)
+	for _, k := range sizes {
+		hm.KeysBefore += k
+	}
+	if counter != nil {
+		counter.Record()
+	}
 	s0, err0 := admin.Snapshot(ctx)
 	sleepCtx(ctx, hp.HoldFor())
 	s1, err1 := admin.Snapshot(ctx)
+	var events []netcount.Event
+	if counter != nil {
+		events = counter.Stop()
+	}
 	hm.KeysAfter, _ = admin.DBSize(ctx)
 	if err0 != nil || err1 != nil {
 		hm.Error = fmt.Sprintf("INFO: %v %v", err0, err1)
@@ -166,6 +230,7 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, addr string, admin *red
 		if hm.Acquired > 0 {
 			hm.CmdsPerLockS = hm.CmdsPerSec / Num(hm.Acquired)
 		}
+		hm.perTick(d, sizes, events, counter, hp.Renew())
 	}
 
 	// Release everything.
@@ -224,5 +289,99 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 		return true
 	case <-time.After(d):
 		return false
+	}
+}
+
+// perTick fills the per-tick and per-node fields from the hold's INFO
+// delta and the recorded writes.
+func (hm *HoldingMetrics) perTick(d redisx.Delta, sizes []int64, events []netcount.Event, counter *netcount.Counter, renew time.Duration) {
+	nan := Num(math.NaN())
+	hm.Periods = Num(hm.HoldSeconds / renew.Seconds())
+	bursts := netcount.Ticks(events, renew/4)
+	hm.Bursts = len(bursts)
+	hm.Ticks = hm.Periods
+	if hm.Bursts > 0 && math.Abs(float64(hm.Bursts)-float64(hm.Periods)) <= 1 {
+		hm.Ticks = Num(hm.Bursts)
+	}
+	if os.Getenv("LOCKBENCH_DEBUG_WRITES") != "" {
+		var t0 time.Time
+		for _, e := range events {
+			if t0.IsZero() {
+				t0 = e.At
+			}
+			fmt.Fprintf(os.Stderr, "write %8.3fms %s %7d bytes ping=%v spill=%v %q\n", float64(e.At.Sub(t0).Microseconds())/1000, e.Addr, e.Bytes, e.Ping, e.Spill, e.Head)
+		}
+	}
+	per := func(x int64) Num {
+		if hm.Ticks <= 0 {
+			return nan
+		}
+		return Num(float64(x) / float64(hm.Ticks))
+	}
+	var totals map[string]netcount.Totals
+	if counter != nil {
+		totals = counter.Totals()
+	}
+	known := map[string]bool{}
+	var writes, rts, pings, bytes, scripts int64
+	addNode := func(hn HoldingNode) {
+		for _, e := range events {
+			if e.Addr != hn.Addr {
+				continue
+			}
+			switch {
+			case e.Ping:
+				hn.Pings++
+			case e.Hello:
+				hn.Handshakes++
+			default:
+				hn.Writes++
+				hn.Bytes += int64(e.Bytes)
+				if e.RoundTrip() {
+					hn.RoundTrips++
+				}
+			}
+		}
+		for _, b := range bursts {
+			hn.RoundTripsInBurst = append(hn.RoundTripsInBurst, b[hn.Addr])
+		}
+		hn.Conns = totals[hn.Addr].Conns
+		if counter != nil {
+			hn.RoundTripsPerTick, hn.WritesPerTick = per(hn.RoundTrips), per(hn.Writes)
+		} else {
+			hn.RoundTripsPerTick, hn.WritesPerTick = nan, nan
+		}
+		writes += hn.Writes
+		rts += hn.RoundTrips
+		pings += hn.Pings
+		hm.Handshakes += hn.Handshakes
+		bytes += hn.Bytes
+		hm.PerNode = append(hm.PerNode, hn)
+	}
+	for i, nd := range d.Nodes {
+		known[nd.Addr] = true
+		hn := HoldingNode{Addr: nd.Addr, Calls: nd.Calls, ScriptsPerTick: per(nd.Scripts()),
+			CmdsPerSec: Num(float64(nd.Commands) / hm.HoldSeconds), CPUPerSec: Num(nd.CPU / hm.HoldSeconds)}
+		if i < len(sizes) {
+			hn.Keys = sizes[i]
+			if sizes[i] > 0 {
+				hm.NodesWithLocks++
+			}
+		}
+		scripts += nd.Scripts()
+		addNode(hn)
+	}
+	// Writes to an address the admin does not know (should not happen).
+	for a := range totals {
+		if !known[a] {
+			known[a] = true
+			addNode(HoldingNode{Addr: a, ScriptsPerTick: nan, CmdsPerSec: nan, CPUPerSec: nan})
+		}
+	}
+	hm.ScriptsPerTick = per(scripts)
+	if counter != nil {
+		hm.RoundTripsPerTick, hm.WritesPerTick, hm.PingsPerTick, hm.BytesPerTick = per(rts), per(writes), per(pings), per(bytes)
+	} else {
+		hm.RoundTripsPerTick, hm.WritesPerTick, hm.PingsPerTick, hm.BytesPerTick = nan, nan, nan, nan
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/batonlock/baton/bench/lockers"
 )
 
 // Params is one contention workload.
@@ -81,12 +83,65 @@ func (h HoldingParams) LocksFor(lib string) int {
 	return h.Locks
 }
 
+// Topology is the Redis deployment a scenario runs against.
+type Topology string
+
+// Topologies.
+const (
+	// Standalone is one redis-server (the default).
+	Standalone Topology = "standalone"
+	// Cluster is a local 3-primary Redis Cluster.
+	Cluster Topology = "cluster"
+	// Replicated is one redis-server with one replica attached, for
+	// baton's MinReplicas.
+	Replicated Topology = "replicated"
+)
+
 // Scenario is a named preset.
 type Scenario struct {
-	Name    string         `json:"name"`
-	About   string         `json:"about"`
-	Params  Params         `json:"params"`
-	Holding *HoldingParams `json:"holding,omitempty"`
+	Name     string         `json:"name"`
+	About    string         `json:"about"`
+	Topology Topology       `json:"topology,omitempty"` // "" = Standalone
+	Params   Params         `json:"params"`
+	Holding  *HoldingParams `json:"holding,omitempty"`
+	// Libs, when set, are the libraries this scenario compares (unless
+	// -libs is given).
+	Libs []string `json:"libs,omitempty"`
+}
+
+// On returns the scenario's topology (Standalone when unset).
+func (s Scenario) On() Topology {
+	if s.Topology == "" {
+		return Standalone
+	}
+	return s.Topology
+}
+
+// Base is the name of the standalone preset the scenario derives from.
+func (s Scenario) Base() string {
+	for _, p := range []string{"cluster-", "minreplicas-"} {
+		if b, ok := strings.CutPrefix(s.Name, p); ok {
+			return b
+		}
+	}
+	return s.Name
+}
+
+// OnCluster returns the cluster variant of a standalone preset.
+func (s Scenario) OnCluster() Scenario {
+	s.Name = "cluster-" + s.Base()
+	s.Topology = Cluster
+	s.Libs = nil
+	return s
+}
+
+// WithReplica returns the MinReplicas variant of a standalone contention
+// preset: a replica attached, baton next to baton+MinReplicas1.
+func (s Scenario) WithReplica() Scenario {
+	s.Name = "minreplicas-" + s.Base()
+	s.Topology = Replicated
+	s.Libs = []string{"baton", lockers.BatonMinReplicas}
+	return s
 }
 
 // Standard durations.
@@ -117,17 +172,35 @@ func Presets() []Scenario {
 	}
 }
 
-// Preset finds a preset by name.
+// minReplicaPresets are the presets the "minreplicas" set compares.
+var minReplicaPresets = []string{"standard", "uncontended"}
+
+// Preset finds a preset by name: a standalone preset ("long-hold", also
+// spelled "standalone-long-hold"), its cluster variant ("cluster-long-hold")
+// or its MinReplicas variant ("minreplicas-uncontended"; contention presets
+// only).
 func Preset(name string) (Scenario, bool) {
+	base, derive := name, func(s Scenario) Scenario { return s }
+	switch {
+	case strings.HasPrefix(name, "standalone-"):
+		base = strings.TrimPrefix(name, "standalone-")
+	case strings.HasPrefix(name, "cluster-"):
+		base, derive = strings.TrimPrefix(name, "cluster-"), Scenario.OnCluster
+	case strings.HasPrefix(name, "minreplicas-"):
+		base, derive = strings.TrimPrefix(name, "minreplicas-"), Scenario.WithReplica
+	}
 	for _, s := range Presets() {
-		if s.Name == name {
-			return s, true
+		if s.Name == base {
+			if s.Holding != nil && strings.HasPrefix(name, "minreplicas-") {
+				return Scenario{}, false
+			}
+			return derive(s), true
 		}
 	}
 	return Scenario{}, false
 }
 
-// PresetNames lists preset names.
+// PresetNames lists the standalone preset names.
 func PresetNames() []string {
 	var out []string
 	for _, s := range Presets() {
@@ -136,22 +209,60 @@ func PresetNames() []string {
 	return out
 }
 
-// ParseScenarios resolves a comma list of preset names; "all" expands to
-// every preset.
+// Sets are the names ParseScenarios expands to several scenarios.
+var Sets = map[string]string{
+	"standard":    "every standalone preset, holding included (what make bench runs)",
+	"cluster":     "every preset on a local 3-primary Redis Cluster, holding included",
+	"minreplicas": "baton vs baton+MinReplicas1 on standard and uncontended, one replica attached",
+	"all":         "standard + cluster + minreplicas",
+}
+
+// SetMembers expands a set name (see Sets).
+func SetMembers(set string) ([]Scenario, bool) {
+	var out []Scenario
+	switch set {
+	case "standard", "standalone":
+		out = Presets()
+	case "cluster":
+		for _, s := range Presets() {
+			out = append(out, s.OnCluster())
+		}
+	case "minreplicas":
+		for _, n := range minReplicaPresets {
+			s, _ := Preset(n)
+			out = append(out, s.WithReplica())
+		}
+	case "all":
+		for _, n := range []string{"standard", "cluster", "minreplicas"} {
+			m, _ := SetMembers(n)
+			out = append(out, m...)
+		}
+	default:
+		return nil, false
+	}
+	return out, true
+}
+
+// ParseScenarios resolves a comma list of set names (see Sets; note that
+// "standard" is the set, the single preset is "standalone-standard") and
+// preset names.
 func ParseScenarios(list string) ([]Scenario, error) {
 	var out []Scenario
 	seen := map[string]bool{}
+	add := func(s Scenario) {
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			out = append(out, s)
+		}
+	}
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
 			continue
 		}
-		if n == "all" {
-			for _, s := range Presets() {
-				if !seen[s.Name] {
-					seen[s.Name] = true
-					out = append(out, s)
-				}
+		if m, ok := SetMembers(n); ok {
+			for _, s := range m {
+				add(s)
 			}
 			continue
 		}
@@ -159,12 +270,10 @@ func ParseScenarios(list string) ([]Scenario, error) {
 		if !ok {
 			names := PresetNames()
 			sort.Strings(names)
-			return nil, fmt.Errorf("unknown scenario %q (have: all,%s)", n, strings.Join(names, ","))
+			return nil, fmt.Errorf("unknown scenario %q (sets: all,standard,cluster,minreplicas; presets: %s, also as standalone-NAME, cluster-NAME, minreplicas-NAME)",
+				n, strings.Join(names, ","))
 		}
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, s)
-		}
+		add(s)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no scenario selected")

@@ -27,11 +27,17 @@ type Metrics struct {
 	GapP50US  Num `json:"gap_p50_us"`
 	GapP99US  Num `json:"gap_p99_us"`
 	UnlockP50 Num `json:"unlock_p50_us"`
+	UnlockP99 Num `json:"unlock_p99_us"`
+	// CycleP50/P99: Lock wait + Unlock time of one acquisition (the hold
+	// left out); in "uncontended" the cost of one Lock+Unlock.
+	CycleP50US Num `json:"lock_unlock_p50_us"`
+	CycleP99US Num `json:"lock_unlock_p99_us"`
 
-	RedisCommands int64   `json:"redis_commands"`
-	RedisCPUSec   float64 `json:"redis_cpu_sec"`
-	CmdsPerAcq    Num     `json:"cmds_per_acq"`
-	CPUUSPerAcq   Num     `json:"cpu_us_per_acq"`
+	RedisCommands int64            `json:"redis_commands"`
+	RedisCalls    map[string]int64 `json:"redis_calls,omitempty"` // INFO commandstats delta per command, summed over nodes
+	RedisCPUSec   float64          `json:"redis_cpu_sec"`
+	CmdsPerAcq    Num              `json:"cmds_per_acq"`
+	CPUUSPerAcq   Num              `json:"cpu_us_per_acq"`
 
 	Jain Num `json:"jain"`
 	// PerGoroutine counts counted acquisitions by global goroutine index
@@ -67,11 +73,19 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 		OverlapsAtomic: res.OverlapsAtomic, LockErrors: res.LockErrors, UnlockErrors: res.UnlockErrors,
 		Censored: res.Censored, CensoredMaxWUS: us(res.CensoredMaxWait), Hung: res.Hung,
 		RedisCommands: d.Commands, RedisCPUSec: d.CPU}
+	for _, nd := range d.Nodes {
+		for k, v := range nd.Calls {
+			if m.RedisCalls == nil {
+				m.RedisCalls = map[string]int64{}
+			}
+			m.RedisCalls[k] += v
+		}
+	}
 	D := int64(p.Duration)
 
 	perG := make([]float64, p.TotalGoroutines())
 	byName := make([][]Sample, p.Names)
-	var waits, unlocks []int64
+	var waits, unlocks, cycles []int64
 	tokens := len(res.Samples) > 0
 	for _, s := range res.Samples {
 		if s.Token == 0 {
@@ -89,6 +103,7 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 		}
 		waits = append(waits, s.Acquired-s.Start)
 		unlocks = append(unlocks, s.Released-s.Release)
+		cycles = append(cycles, (s.Acquired-s.Start)+(s.Released-s.Release))
 	}
 	m.HasTokens = tokens
 
@@ -132,13 +147,15 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 	sortI(waits)
 	sortI(gaps)
 	sortI(unlocks)
+	sortI(cycles)
 	m.WaitP50US, m.WaitP99US = us(pct(waits, 50)), us(pct(waits, 99))
 	if len(waits) > 0 {
 		m.WaitMaxUS = us(waits[len(waits)-1])
 	}
 	m.Handoffs = len(gaps)
 	m.GapP50US, m.GapP99US = us(pct(gaps, 50)), us(pct(gaps, 99))
-	m.UnlockP50 = us(pct(unlocks, 50))
+	m.UnlockP50, m.UnlockP99 = us(pct(unlocks, 50)), us(pct(unlocks, 99))
+	m.CycleP50US, m.CycleP99US = us(pct(cycles, 50)), us(pct(cycles, 99))
 	if m.Acquisitions > 0 {
 		m.CmdsPerAcq = Num(float64(d.Commands) / float64(m.Acquisitions))
 		m.CPUUSPerAcq = Num(d.CPU * 1e6 / float64(m.Acquisitions))

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,37 +17,43 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/batonlock/baton/bench/lockers"
+	"github.com/batonlock/baton/bench/netcount"
 	"github.com/batonlock/baton/bench/redisx"
 	"github.com/batonlock/baton/bench/report"
 	"github.com/batonlock/baton/bench/workload"
 )
 
 type options struct {
-	libs       string
-	scenarios  string
-	instances  int
-	goroutines int
-	names      int
-	hold       time.Duration
-	think      time.Duration
-	duration   time.Duration
-	ttl        time.Duration
-	procs      bool
-	short      bool
-	out        string
-	addr       string
-	redisBin   string
-	settle     time.Duration
-	holdLocks  int
-	peerLocks  int
-	worker     bool
-	set        map[string]bool
+	libs         string
+	scenarios    string
+	instances    int
+	goroutines   int
+	names        int
+	hold         time.Duration
+	think        time.Duration
+	duration     time.Duration
+	ttl          time.Duration
+	procs        bool
+	short        bool
+	out          string
+	addr         string
+	redisBin     string
+	redisCli     string
+	cluster      bool
+	clusterNodes int
+	replica      bool
+	settle       time.Duration
+	holdLocks    int
+	peerLocks    int
+	worker       bool
+	set          map[string]bool
 }
 
 func main() { os.Exit(run()) }
@@ -54,9 +61,12 @@ func main() { os.Exit(run()) }
 func parseFlags() *options {
 	o := &options{}
 	fs := flag.CommandLine
-	fs.StringVar(&o.libs, "libs", "all", "comma list of libraries, run in this order (all = "+strings.Join(lockers.Names(), ",")+")")
-	fs.StringVar(&o.scenarios, "scenarios", "", "comma list of scenarios: all,"+strings.Join(workload.PresetNames(), ",")+
-		" (default all; if only workload flags are given, one \"custom\" scenario)")
+	fs.StringVar(&o.libs, "libs", "all", "comma list of libraries, run in this order (all = "+strings.Join(lockers.Names(), ",")+"; also "+strings.Join(lockers.ExtraNames(), ",")+")")
+	fs.StringVar(&o.scenarios, "scenarios", "", "comma list of scenario sets and presets. Sets: standard (every standalone preset + holding),\n"+
+		"cluster (every preset on a local Redis Cluster), minreplicas (baton vs baton+MinReplicas1), all.\n"+
+		"Presets: "+strings.Join(workload.PresetNames(), ",")+", each also as standalone-NAME, cluster-NAME\n"+
+		"and (contention presets) minreplicas-NAME. \"standard\" means the set; the single preset is \"standalone-standard\".\n"+
+		"(default standard; if only workload flags are given, one \"custom\" scenario)")
 	fs.StringVar(&o.scenarios, "scenario", "", "alias of -scenarios")
 	fs.IntVar(&o.instances, "instances", 4, "client instances (each its own client and connections, like service replicas)")
 	fs.IntVar(&o.goroutines, "goroutines", 8, "goroutines per instance")
@@ -70,13 +80,17 @@ func parseFlags() *options {
 	fs.StringVar(&o.out, "out", "", "directory for results.json, results.md and wait-time charts (PNG)")
 	fs.StringVar(&o.addr, "addr", "", "use this existing redis (host:port) instead of starting one; it is FLUSHALLed!")
 	fs.StringVar(&o.redisBin, "redis-server", "redis-server", "redis-server binary to start")
+	fs.StringVar(&o.redisCli, "redis-cli", "redis-cli", "redis-cli binary (creates the cluster)")
+	fs.BoolVar(&o.cluster, "cluster", false, "run on a local Redis Cluster (-cluster-nodes primaries) the command starts: the selected\npresets' cluster variants (default: the cluster set)")
+	fs.IntVar(&o.clusterNodes, "cluster-nodes", 3, "primaries of the cluster")
+	fs.BoolVar(&o.replica, "replica", false, "attach one replica and compare baton with baton+MinReplicas1 on the selected\ncontention presets (default: the minreplicas set)")
 	fs.DurationVar(&o.settle, "settle", 250*time.Millisecond, "pause after FLUSHALL before each library")
 	fs.IntVar(&o.holdLocks, "hold-locks", 10000, "holding scenario: locks held by one client")
 	fs.IntVar(&o.peerLocks, "hold-peer-locks", 100, "holding scenario: locks held by rueidislock")
 	fs.BoolVar(&o.worker, "worker", false, "internal: run as a -procs worker")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "Usage: lockbench [flags]\n\nCompares Redis lock libraries on one workload against one throwaway redis-server.\n\nFlags:\n")
+		fmt.Fprintf(w, "Usage: lockbench [flags]\n\nCompares Redis lock libraries on one workload against throwaway Redis deployments.\n\nFlags:\n")
 		fs.VisitAll(func(f *flag.Flag) {
 			if f.Name == "worker" {
 				return
@@ -122,68 +136,70 @@ func run() int {
 		return 2
 	}
 
-	addr := o.addr
-	if addr == "" {
-		srv, err := redisx.Start(ctx, o.redisBin)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "lockbench:", err)
+	// Start every deployment the scenarios need, up front.
+	envs := &environments{o: o, m: map[workload.Topology]*environment{}}
+	defer envs.close()
+	for _, sc := range scens {
+		if _, err := envs.get(ctx, sc.On()); err != nil {
+			fmt.Fprintf(os.Stderr, "lockbench: %s: %v\n", sc.On(), err)
 			return 1
 		}
-		defer srv.Stop()
-		addr = srv.Addr
 	}
-	admin, err := redisx.NewAdmin(addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockbench: connect:", err)
-		return 1
-	}
-	defer admin.Close()
 
+	first := envs.m[scens[0].On()]
 	rep := &report.Run{
 		Started: time.Now(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
-		Redis: admin.Version(ctx), Procs: o.procs, Libraries: libs, Command: "lockbench " + strings.Join(os.Args[1:], " "),
+		Redis: first.admin.Version(ctx), Procs: o.procs, Libraries: libs, Command: "lockbench " + strings.Join(os.Args[1:], " "),
 	}
-	fmt.Printf("# lockbench\n\n%s, GOMAXPROCS %d, redis %s at %s, instances as %s, libraries: %s\n",
-		rep.GoVersion, rep.GOMAXPROCS, rep.Redis, addr, map[bool]string{true: "processes", false: "in-process client objects"}[o.procs], strings.Join(libs, ", "))
+	var where []string
+	for _, t := range []workload.Topology{workload.Standalone, workload.Replicated, workload.Cluster} {
+		if e := envs.m[t]; e != nil {
+			where = append(where, e.desc)
+		}
+	}
+	rep.Deployments = where
+	rep.Baton = batonVersion()
+	fmt.Printf("# lockbench\n\n%s, GOMAXPROCS %d, redis %s, instances as %s, libraries: %s\n\nbaton: %s\n\n%s\n",
+		rep.GoVersion, rep.GOMAXPROCS, rep.Redis, map[bool]string{true: "processes", false: "in-process client objects"}[o.procs],
+		strings.Join(libs, ", "), rep.Baton, "- "+strings.Join(where, "\n- "))
 
-	cfg := lockers.Config{TTL: o.ttl, TTLSet: o.set["ttl"]}
 	bad := false
 	began := time.Now()
 	for _, sc := range scens {
 		if ctx.Err() != nil {
 			break
 		}
-		sr := report.ScenarioResult{Scenario: sc}
+		env := envs.m[sc.On()]
+		sr := report.ScenarioResult{Scenario: sc, Deployment: env.desc}
+		slibs := libsFor(o, sc, libs)
+		if len(slibs) == 0 {
+			fmt.Fprintf(os.Stderr, "lockbench: %s: skipped (no selected library applies)\n", sc.Name)
+			continue
+		}
 		if sc.Holding != nil {
-			// Only libraries that renew leases in the background are
-			// meaningful here.
-			hlibs := holdingLibs(libs)
-			if len(hlibs) == 0 {
-				fmt.Fprintln(os.Stderr, "lockbench: holding: skipped (it measures baton and rueidislock only)")
-				continue
-			}
-			for _, lib := range hlibs {
+			for _, lib := range slibs {
 				if ctx.Err() != nil {
 					break
 				}
-				hm := runHolding(ctx, lib, addr, admin, *sc.Holding, o.settle)
+				hm := runHolding(ctx, sc.Name, lib, env, *sc.Holding, o.settle)
 				sr.Holding = append(sr.Holding, hm)
 				bad = bad || hm.Error != ""
 			}
-			report.Header(os.Stdout, sc)
+			report.Header(os.Stdout, sr)
 			report.HoldingTable(os.Stdout, sr.Holding)
 		} else {
-			for _, lib := range libs {
+			cfg := lockers.Config{TTL: o.ttl, TTLSet: o.set["ttl"]}
+			for _, lib := range slibs {
 				if ctx.Err() != nil {
 					break
 				}
-				m := runOne(ctx, o, lib, cfg, addr, admin, sc)
+				m := runOne(ctx, o, lib, cfg, env, sc)
 				sr.Metrics = append(sr.Metrics, m)
 				if m.Overlaps > 0 || m.FencingViolations > 0 || len(m.Hung) > 0 || m.SetupError != "" {
 					bad = true
 				}
 			}
-			report.Header(os.Stdout, sc)
+			report.Header(os.Stdout, sr)
 			report.Table(os.Stdout, sr.Metrics)
 		}
 		rep.Scenarios = append(rep.Scenarios, sr)
@@ -207,11 +223,118 @@ func run() int {
 	return 0
 }
 
-// holdingLibs keeps the libraries the holding scenario applies to.
-func holdingLibs(libs []string) []string {
+// environment is one running Redis deployment.
+type environment struct {
+	topo   workload.Topology
+	desc   string
+	target lockers.Target
+	admin  *redisx.Admin
+	stop   []func()
+}
+
+type environments struct {
+	o *options
+	m map[workload.Topology]*environment
+}
+
+// get returns the deployment for t, starting it on first use.
+func (es *environments) get(ctx context.Context, t workload.Topology) (*environment, error) {
+	if e := es.m[t]; e != nil {
+		return e, nil
+	}
+	o := es.o
+	e := &environment{topo: t}
+	fail := func(err error) (*environment, error) {
+		e.close()
+		return nil, err
+	}
+	t0 := time.Now()
+	switch t {
+	case workload.Standalone, workload.Replicated:
+		addr := o.addr
+		if addr == "" {
+			srv, err := redisx.Start(ctx, o.redisBin)
+			if err != nil {
+				return fail(err)
+			}
+			e.stop = append(e.stop, srv.Stop)
+			addr = srv.Addr
+		}
+		e.target = lockers.Standalone(addr)
+		e.desc = "standalone redis-server at " + addr
+		if t == workload.Replicated {
+			rep, err := redisx.StartReplica(ctx, o.redisBin, addr)
+			if err != nil {
+				return fail(fmt.Errorf("replica: %w", err))
+			}
+			e.stop = append(e.stop, rep.Stop)
+			e.desc = fmt.Sprintf("redis-server at %s with one replica at %s (INFO counters: the primary only)", addr, rep.Addr)
+		}
+	case workload.Cluster:
+		if o.addr != "" {
+			return fail(errors.New("-addr is for standalone runs; cluster runs start their own cluster"))
+		}
+		cl, err := redisx.StartCluster(ctx, o.redisBin, o.redisCli, o.clusterNodes)
+		if err != nil {
+			return fail(err)
+		}
+		e.stop = append(e.stop, cl.Stop)
+		e.target = lockers.Target{Addrs: cl.Addrs, Cluster: true}
+		e.desc = fmt.Sprintf("Redis Cluster of %d primaries at %s (INFO counters summed over them)", len(cl.Addrs), strings.Join(cl.Addrs, ", "))
+	default:
+		return nil, fmt.Errorf("unknown topology %q", t)
+	}
+	admin, err := redisx.NewAdmin(e.target.Addrs...)
+	if err != nil {
+		return fail(fmt.Errorf("connect: %w", err))
+	}
+	e.admin = admin
+	fmt.Fprintf(os.Stderr, "lockbench: %s: up in %v\n", e.desc, time.Since(t0).Round(10*time.Millisecond))
+	es.m[t] = e
+	return e, nil
+}
+
+func (e *environment) close() {
+	if e.admin != nil {
+		e.admin.Close()
+	}
+	for i := len(e.stop) - 1; i >= 0; i-- {
+		e.stop[i]()
+	}
+}
+
+func (es *environments) close() {
+	for _, e := range es.m {
+		e.close()
+	}
+}
+
+// libsFor returns the libraries a scenario compares: the scenario's own list
+// unless -libs was given; on the replicated topology baton+MinReplicas1 is
+// added after baton; libraries that do not apply are left out.
+func libsFor(o *options, sc workload.Scenario, libs []string) []string {
+	base := libs
+	if len(sc.Libs) > 0 && !o.set["libs"] {
+		base = sc.Libs
+	}
+	if sc.On() == workload.Replicated && !slices.Contains(base, lockers.BatonMinReplicas) {
+		var with []string
+		for _, l := range base {
+			with = append(with, l)
+			if l == "baton" {
+				with = append(with, lockers.BatonMinReplicas)
+			}
+		}
+		base = with
+	}
 	var out []string
-	for _, l := range libs {
-		if l == "baton" || l == "rueidislock" {
+	for _, l := range base {
+		switch {
+		case sc.Holding != nil && l != "baton" && l != "rueidislock":
+			// Only libraries that renew leases in the background.
+		case sc.On() == workload.Cluster && !lockers.SupportsCluster(l):
+		case sc.On() != workload.Replicated && lockers.NeedsReplica(l):
+		default:
 			out = append(out, l)
 		}
 	}
@@ -255,6 +378,9 @@ func resolveScenarios(o *options) ([]workload.Scenario, error) {
 	for _, k := range knobFlags {
 		knobsSet = knobsSet || o.set[k]
 	}
+	if o.cluster && o.replica {
+		return nil, errors.New("-cluster and -replica do not combine (the benchmark's cluster has no replicas)")
+	}
 	var scens []workload.Scenario
 	switch {
 	case o.scenarios != "":
@@ -267,9 +393,29 @@ func resolveScenarios(o *options) ([]workload.Scenario, error) {
 		std, _ := workload.Preset("standard")
 		std.Name, std.About = "custom", "custom workload"
 		scens = []workload.Scenario{std}
+	case o.cluster:
+		scens, _ = workload.SetMembers("cluster")
+	case o.replica:
+		scens, _ = workload.SetMembers("minreplicas")
 	default:
-		scens, _ = workload.ParseScenarios("all")
+		scens, _ = workload.SetMembers("standard")
 	}
+	// -cluster / -replica move the standalone scenarios selected.
+	seen := map[string]bool{}
+	var out []workload.Scenario
+	for _, s := range scens {
+		switch {
+		case o.cluster && s.On() == workload.Standalone:
+			s = s.OnCluster()
+		case o.replica && s.On() == workload.Standalone && s.Holding == nil:
+			s = s.WithReplica()
+		}
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			out = append(out, s)
+		}
+	}
+	scens = out
 	for i := range scens {
 		s := &scens[i]
 		if s.Holding != nil {
@@ -323,7 +469,7 @@ func prepare(ctx context.Context, admin *redisx.Admin, settle time.Duration) err
 	return nil
 }
 
-func runOne(ctx context.Context, o *options, lib string, cfg lockers.Config, addr string, admin *redisx.Admin, sc workload.Scenario) workload.Metrics {
+func runOne(ctx context.Context, o *options, lib string, cfg lockers.Config, env *environment, sc workload.Scenario) workload.Metrics {
 	p := sc.Params
 	fmt.Fprintf(os.Stderr, "lockbench: %-15s %-12s ", sc.Name, lib)
 	t0 := time.Now()
@@ -331,7 +477,7 @@ func runOne(ctx context.Context, o *options, lib string, cfg lockers.Config, add
 		fmt.Fprintf(os.Stderr, "ERROR %v\n", err)
 		return workload.Metrics{Library: lib, Scenario: sc.Name, Procs: o.procs, SetupError: err.Error()}
 	}
-	if err := prepare(ctx, admin, o.settle); err != nil {
+	if err := prepare(ctx, env.admin, o.settle); err != nil {
 		return fail(err)
 	}
 	var (
@@ -340,9 +486,9 @@ func runOne(ctx context.Context, o *options, lib string, cfg lockers.Config, add
 		err   error
 	)
 	if o.procs {
-		res, delta, err = runProcs(ctx, lib, cfg, addr, admin, p)
+		res, delta, err = runProcs(ctx, lib, cfg, env.target, env.admin, p)
 	} else {
-		res, delta, err = runInProcess(ctx, lib, cfg, addr, admin, p)
+		res, delta, err = runInProcess(ctx, lib, cfg, env.target, env.admin, p)
 	}
 	if err != nil {
 		return fail(err)
@@ -382,14 +528,14 @@ wait:
 	return nil
 }
 
-func runInProcess(ctx context.Context, lib string, cfg lockers.Config, addr string, admin *redisx.Admin, p workload.Params) (workload.Result, redisx.Delta, error) {
+func runInProcess(ctx context.Context, lib string, cfg lockers.Config, target lockers.Target, admin *redisx.Admin, p workload.Params) (workload.Result, redisx.Delta, error) {
 	ad, err := lockers.Get(lib, cfg)
 	if err != nil {
 		return workload.Result{}, redisx.Delta{}, err
 	}
 	insts := make([]lockers.Locker, 0, p.Instances)
 	for i := 0; i < p.Instances; i++ {
-		l, err := ad.New(addr)
+		l, err := ad.New(target)
 		if err != nil {
 			closeAll(insts)
 			return workload.Result{}, redisx.Delta{}, fmt.Errorf("new instance %d: %w", i, err)
@@ -412,19 +558,26 @@ func runInProcess(ctx context.Context, lib string, cfg lockers.Config, addr stri
 	return res, s1.Sub(s0), nil
 }
 
-func runHolding(ctx context.Context, lib, addr string, admin *redisx.Admin, hp workload.HoldingParams, settle time.Duration) workload.HoldingMetrics {
+func runHolding(ctx context.Context, name, lib string, env *environment, hp workload.HoldingParams, settle time.Duration) workload.HoldingMetrics {
 	n := hp.LocksFor(lib)
-	fmt.Fprintf(os.Stderr, "lockbench: %-15s %-12s %d locks ", "holding", lib, n)
-	if err := prepare(ctx, admin, settle); err != nil {
+	fmt.Fprintf(os.Stderr, "lockbench: %-15s %-12s %d locks ", name, lib, n)
+	if err := prepare(ctx, env.admin, settle); err != nil {
 		fmt.Fprintln(os.Stderr, "ERROR", err)
 		return workload.HoldingMetrics{Library: lib, Locks: n, Error: err.Error()}
 	}
-	ad, err := lockers.Get(lib, lockers.Config{TTL: hp.LeaseTTL, TTLSet: true, RenewEvery: hp.Renew()})
+	cfg := lockers.Config{TTL: hp.LeaseTTL, TTLSet: true, RenewEvery: hp.Renew()}
+	// baton and rueidislock are rueidis clients: count their socket writes.
+	counter := netcount.New()
+	if os.Getenv("LOCKBENCH_DEBUG_WRITES") != "" {
+		counter.KeepHead = 200
+	}
+	cfg.Dial = counter.Dial
+	ad, err := lockers.Get(lib, cfg)
 	if err != nil {
 		return workload.HoldingMetrics{Library: lib, Locks: n, Error: err.Error()}
 	}
-	hm := workload.RunHolding(ctx, ad, addr, admin, n, hp)
-	fmt.Fprintf(os.Stderr, "held %d, %.0f Redis cmds/s", hm.Acquired, float64(hm.CmdsPerSec))
+	hm := workload.RunHolding(ctx, ad, env.target, env.admin, n, hp, counter)
+	fmt.Fprintf(os.Stderr, "held %d, %.0f Redis cmds/s, %.2f round trips/tick", hm.Acquired, float64(hm.CmdsPerSec), float64(hm.RoundTripsPerTick))
 	if hm.Error != "" {
 		fmt.Fprintf(os.Stderr, "  ERROR %s", hm.Error)
 	}
@@ -443,4 +596,35 @@ func selfCommand(ctx context.Context) (*exec.Cmd, error) {
 	cmd.SysProcAttr = redisx.ChildAttr()
 	cmd.WaitDelay = 5 * time.Second
 	return cmd, nil
+}
+
+// batonVersion describes the baton checkout (the git repository around the
+// working directory, normally bench/): commit and modified tracked files
+// outside bench/. Builds do not stamp VCS data here (-buildvcs=false).
+func batonVersion() string {
+	git := func(args ...string) (string, error) {
+		out, err := exec.Command("git", args...).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	top, err := git("rev-parse", "--show-toplevel")
+	if err != nil {
+		return "unknown (not in a git checkout)"
+	}
+	rev, err := git("-C", top, "rev-parse", "--short", "HEAD")
+	if err != nil {
+		return "unknown"
+	}
+	st, _ := git("-C", top, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench")
+	var mod []string
+	for _, l := range strings.Split(st, "\n") {
+		if f := strings.TrimSpace(l); len(f) > 3 {
+			mod = append(mod, strings.TrimSpace(f[2:]))
+		}
+	}
+	if len(mod) == 0 {
+		return "commit " + rev
+	}
+	diff, _ := exec.Command("git", "-C", top, "diff", "HEAD", "--", ".", ":(exclude)bench").Output()
+	sum := sha256.Sum256(diff)
+	return fmt.Sprintf("commit %s + uncommitted changes in %s (diff sha256 %x)", rev, strings.Join(mod, ", "), sum[:6])
 }

@@ -23,7 +23,7 @@ import (
 // its stdin).
 type workerSpec struct {
 	Lib      string          `json:"lib"`
-	Addr     string          `json:"addr"`
+	Target   lockers.Target  `json:"target"`
 	Config   lockers.Config  `json:"config"`
 	Instance int             `json:"instance"`
 	Params   workload.Params `json:"params"`
@@ -46,7 +46,7 @@ type workerProc struct {
 	out   *bufio.Reader
 }
 
-func runProcs(ctx context.Context, lib string, cfg lockers.Config, addr string, admin *redisx.Admin, p workload.Params) (workload.Result, redisx.Delta, error) {
+func runProcs(ctx context.Context, lib string, cfg lockers.Config, target lockers.Target, admin *redisx.Admin, p workload.Params) (workload.Result, redisx.Delta, error) {
 	var procs []*workerProc
 	cleanup := func() {
 		for _, w := range procs {
@@ -83,7 +83,7 @@ func runProcs(ctx context.Context, lib string, cfg lockers.Config, addr string, 
 		}
 		w := &workerProc{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20)}
 		procs = append(procs, w)
-		spec, _ := json.Marshal(workerSpec{Lib: lib, Addr: addr, Config: cfg, Instance: i, Params: p})
+		spec, _ := json.Marshal(workerSpec{Lib: lib, Target: target, Config: cfg, Instance: i, Params: p})
 		if _, err := fmt.Fprintf(stdin, "%s\n", spec); err != nil {
 			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d: %w", i, err)
 		}
@@ -175,7 +175,7 @@ func workerMain() int {
 		fmt.Println("ERROR", err)
 		return 1
 	}
-	l, err := ad.New(spec.Addr)
+	l, err := ad.New(spec.Target)
 	if err != nil {
 		fmt.Println("ERROR new:", err)
 		return 1
