@@ -93,16 +93,7 @@ func TestLingerNobodyComes(t *testing.T) {
 	name, _, lc := lingerSetup(t, srv, 10*time.Second)
 	d := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 10*time.Second)
-	qd := queued(d)
-	dGot := make(chan error, 1)
-	go func() {
-		l, err := d.Lock(ctx, name)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		dGot <- err
-	}()
-	waitFor(t, qd, 5*time.Second, "d to queue")
+	dGot := queuedWaiter(t, d, ctx, name)
 	start := time.Now()
 	if err := lc.Unlock(ctx); err != nil {
 		t.Fatal(err)

@@ -142,16 +142,7 @@ func TestWaiterSurvivesConnectionKill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			qb := queued(b)
-			got := make(chan error, 1)
-			go func() {
-				l, err := b.Lock(ctx, name)
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				got <- err
-			}()
-			waitFor(t, qb, 5*time.Second, "b to queue")
+			got := queuedWaiter(t, b, ctx, name)
 			srv.Do(t, "CLIENT", "KILL", "SKIPME", "yes")
 			start := time.Now()
 			if err := la.Unlock(ctx); err != nil {
@@ -181,16 +172,7 @@ func TestRedisDownForAWhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb := queued(b)
-	got := make(chan error, 1)
-	go func() {
-		l, err := b.Lock(ctx, name)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
-	waitFor(t, qb, 5*time.Second, "b to queue")
+	got := queuedWaiter(t, b, ctx, name)
 	srv.Kill(t)
 	waitFor(t, la.Done(), 10*time.Second, "a's loss signal while Redis is down")
 	time.Sleep(1500 * time.Millisecond) // the outage

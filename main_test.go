@@ -119,3 +119,21 @@ func lockHeld(t testing.TB, srv interface {
 	v, err := srv.Do(t, "GET", newKeys("baton", name).lock).ToString()
 	return err == nil && !strings.HasPrefix(v, "~")
 }
+
+// queuedWaiter starts c.Lock(ctx, name) in a goroutine that unlocks at
+// once, and returns when that waiter sleeps in the Redis queue. The channel
+// gets the error of Lock, or else of Unlock.
+func queuedWaiter(t testing.TB, c *Client, ctx context.Context, name string) <-chan error {
+	t.Helper()
+	q := queued(c)
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Lock(ctx, name)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, q, 5*time.Second, "the waiter to queue")
+	return got
+}

@@ -100,16 +100,7 @@ func TestQueueEntryOfCrashedSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			injectEntry(t, srv, name, fake, tc.deadline, 500*time.Millisecond)
-			qb := queued(b)
-			got := make(chan error, 1)
-			go func() {
-				l, err := b.Lock(ctx, name)
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				got <- err
-			}()
-			waitFor(t, qb, 5*time.Second, "b to queue")
+			got := queuedWaiter(t, b, ctx, name)
 			start := time.Now()
 			if err := la.Unlock(ctx); err != nil {
 				t.Fatal(err)
