@@ -1,5 +1,5 @@
 -- KEYS: lock, queue, deadlines
--- ARGV: member, lease ms, wait (1: join the queue when busy), prefix, name
+-- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name
 -- Returns {1, fence} when acquired,
 --         {0, wait ms, a fence no older grant to us can exceed, queue position or -1} when busy.
 local k, q, d = KEYS[1], KEYS[2], KEYS[3]

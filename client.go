@@ -76,6 +76,7 @@ type Client struct {
 	id             string        // 128 random bits in hex: prefix of every member of this client
 	channel        string        // where release scripts announce grants to our sessions
 	tracking       bool          // Redis tracks keys our acquire attempts read
+	sharded        bool          // Redis Cluster: grants go by SPUBLISH on each name's shard channel
 	replicas       int           // Options.MinReplicas
 	replicaTimeout time.Duration // Options.ReplicaTimeout
 	def            *Session
@@ -172,6 +173,7 @@ func New(opt Options) (*Client, error) {
 	}
 	c.rc = rc
 	c.tracking = !ro.DisableCache
+	c.sharded = rc.Mode() == rueidis.ClientModeCluster
 	c.def = c.newSession(opt.LeaseTTL)
 
 	c.wg.Add(3)

@@ -59,10 +59,12 @@ local function enqueue(q, d, member, lease, ttl)
 end
 
 -- release ends a hold whose last fence is last: it grants the lock to the
--- first live queued session other than skip (publishing one message on that
--- session's client channel: the grantee owns the lock when it arrives), or
--- marks the key free. Returns the grantee and its fence, or nil.
-local function release(k, q, d, last, skip, prefix, name)
+-- first live queued session other than skip and announces it (the grantee
+-- owns the lock when the message arrives), or marks the key free. Returns
+-- the grantee and its fence, or nil. via is "C:<prefix>" to PUBLISH on the
+-- grantee's client channel, or "S:<channel>" to SPUBLISH on the name's shard
+-- channel (Redis Cluster: delivered by the key's own node).
+local function release(k, q, d, last, skip, via, name)
   while true do
     local h = redis.call('LPOP', q)
     if not h then break end
@@ -74,7 +76,12 @@ local function release(k, q, d, last, skip, prefix, name)
         local f = fence(last)
         local fs = fmt(f)
         redis.call('SET', k, h .. ':' .. fs, 'PX', lease)
-        redis.call('PUBLISH', prefix .. ':c:' .. string.sub(h, 1, 32), fs .. ' ' .. h .. ' ' .. name)
+        local msg = fs .. ' ' .. h .. ' ' .. name
+        if string.sub(via, 1, 2) == 'S:' then
+          redis.call('SPUBLISH', string.sub(via, 3), msg)
+        else
+          redis.call('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(h, 1, 32), msg)
+        end
         return h, f
       end
     end

@@ -1,7 +1,7 @@
 -- A session's last waiter gave up: leave the queue, and pass on a lock that
 -- was granted to us meanwhile.
 -- KEYS: lock, queue, deadlines
--- ARGV: member, prefix, name
+-- ARGV: member, grant channel (see release), name
 -- Returns the fence of a granted lock that was passed on, else 0.
 local k, q, d = KEYS[1], KEYS[2], KEYS[3]
 local member = ARGV[1]

@@ -31,9 +31,9 @@ import (
 // CLIENT CACHING before tracked reads). HELLO and AUTH need no permission.
 // rueidis also probes CLUSTER SLOTS once per client; the denial only shows
 // in ACL LOG (it then uses a single-node client), so the rule is left out.
-var minimalACL = strings.Fields("resetkeys ~baton:* resetchannels &baton:c:* -@all " +
+var minimalACL = strings.Fields("resetkeys ~baton:* resetchannels &baton:c:* &baton:g:* -@all " +
 	"+evalsha +eval +script|load +subscribe +ping +client|tracking +client|caching " +
-	"+get +set +pttl +pexpire +lrem +lindex +lpop +rpush +lpos +hset +hget +hdel +hexists +publish +time")
+	"+get +set +pttl +pexpire +lrem +lindex +lpop +rpush +lpos +hset +hget +hdel +hexists +publish +spublish +time")
 
 // clientCommands are the rules of minimalACL for commands baton and rueidis
 // send themselves; the others are the commands the scripts call.

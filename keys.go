@@ -15,11 +15,13 @@ type keys struct {
 	queue string   // list of waiting sessions, oldest first
 	dead  string   // hash: waiting session -> "<deadline ms>:<lease ms>"
 	all   []string // lock, queue, dead: the KEYS of every script
+	// grants is the name's shard channel (Redis Cluster), in the key's slot.
+	grants string
 }
 
 func newKeys(prefix, name string) keys {
 	base := prefix + ":{" + name + "}"
-	k := keys{lock: base, queue: base + ":q", dead: base + ":d"}
+	k := keys{lock: base, queue: base + ":q", dead: base + ":d", grants: prefix + ":g:{" + name + "}"}
 	k.all = []string{k.lock, k.queue, k.dead}
 	return k
 }

@@ -147,21 +147,32 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 		// renewal tick, which keeps it only if a waiter has come.
 		mode = "2"
 	}
+	if s.c.sharded && (ns.sub == nil || !isClosed(ns.sub.ready)) {
+		// Not listening for grants on this name yet: do not queue.
+		mode = "0"
+	}
 	s.mu.Unlock()
 	lingerTTL := s.lease / 2
 	args := []string{h.owner, s.member, s.leaseMs,
-		mode, s.c.prefix, ns.name, strconv.FormatInt(lingerTTL.Milliseconds(), 10)}
+		mode, s.c.via(ns), ns.name, strconv.FormatInt(lingerTTL.Milliseconds(), 10)}
 	sent := time.Now()
 	res, _ := run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()
-	// A dropped connection loses the reply, not necessarily the call: try
-	// again (rueidis keeps several connections, each of which may have been
-	// cut), and read "not ours" then as our own earlier release.
-	for try := 0; try < 3 && err != nil && !isRedisErr(err) && ctx.Err() == nil; try++ {
+	// Try again after passing failures: a dropped connection (rueidis keeps
+	// several, each of which may have been cut) or a slot in migration
+	// (TRYAGAIN). A dropped connection loses the reply, not necessarily the
+	// call: "not ours" then reads as our own earlier release.
+	maybeRan := false
+	for try := 1; try <= 5 && err != nil && transient(err) && ctx.Err() == nil; try++ {
+		if isRedisErr(err) {
+			pause(ctx, time.Duration(try)*20*time.Millisecond)
+		} else {
+			maybeRan = true
+		}
 		sent = time.Now()
 		res, _ = run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
 		vals, err = res.AsIntSlice()
-		if err == nil && len(vals) > 0 && vals[0] == -1 {
+		if err == nil && maybeRan && len(vals) > 0 && vals[0] == -1 {
 			vals[0] = 0
 		}
 	}
@@ -215,6 +226,16 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 // cohortWindow bounds how long a session keeps passing a lock among its
 // own goroutines before Redis may grant it to another session.
 const cohortWindow = 10 * time.Millisecond
+
+// pause waits for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
 
 func isRedisErr(err error) bool {
 	_, ok := rueidis.IsRedisErr(err)

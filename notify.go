@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -25,6 +26,7 @@ type nameState struct {
 	recheck time.Time // the head tries Redis again at this time; zero: at once
 	stale   bool      // the key changed, or a connection dropped, during the last attempt
 	unsure  bool      // the last attempt failed without a reply: it may have queued us or taken the lock
+	sub     *shardSub // Redis Cluster: our subscription to the name's grant channel
 	linger  time.Time // queued without waiters (lingering) until then
 }
 
@@ -59,8 +61,11 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 	}
 	s := c.session(member)
 	if s == nil {
-		c.chore(chore{name: name, member: member, owner: member + ":" + fs})
-		return
+		if strings.HasPrefix(member, c.id) {
+			// A session of ours that has closed: pass the lock on.
+			c.chore(chore{name: name, member: member, owner: member + ":" + fs})
+		}
+		return // on a shard channel, grants to other clients
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,6 +115,23 @@ func (c *Client) onInvalidations(msgs []rueidis.RedisMessage) {
 // changed before it asks Redis itself.
 const staleGrace = 5 * time.Millisecond
 
+// recheckName makes ns's head waiter ask Redis again, or a lingering
+// session leave the queue; s.mu is held.
+func (s *Session) recheckName(ns *nameState) {
+	switch {
+	case ns.held == nil && len(ns.waiters) > 0:
+		ns.stale = true
+		ns.recheck = time.Time{}
+		wake(ns.waiters[0].wake)
+	case ns.held == nil && ns.queued && !ns.busy:
+		// Lingering: a grant may have been lost with the connection,
+		// and nobody here will ask. Leave the queue, passing on what
+		// was granted.
+		ns.linger = time.Time{}
+		s.settle(ns)
+	}
+}
+
 // recheckAll makes every head waiter ask Redis again, and stops local
 // hand-offs of held locks until a renewal confirms them: Redis may have lost
 // them (a flush, a restart, a failover), and another client may hold a
@@ -121,18 +143,7 @@ func (c *Client) recheckAll() {
 			if ns.held != nil {
 				ns.held.suspect = true
 			}
-			switch {
-			case ns.held == nil && len(ns.waiters) > 0:
-				ns.stale = true
-				ns.recheck = time.Time{}
-				wake(ns.waiters[0].wake)
-			case ns.held == nil && ns.queued && !ns.busy:
-				// Lingering: a grant may have been lost with the connection,
-				// and nobody here will ask. Leave the queue, passing on what
-				// was granted.
-				ns.linger = time.Time{}
-				s.settle(ns)
-			}
+			s.recheckName(ns)
 		}
 		s.mu.Unlock()
 	}
@@ -174,6 +185,70 @@ func (c *Client) subscribe() {
 		case <-t.C:
 		}
 	}
+}
+
+// via says how release scripts announce grants for ns: on the grantee's
+// client channel, or on Redis Cluster on the name's shard channel, which the
+// key's own node delivers (a classic PUBLISH crosses the cluster bus, which
+// Redis 7.0 sends without TCP_NODELAY: tens of ms).
+func (c *Client) via(ns *nameState) string {
+	if c.sharded {
+		return "S:" + ns.keys.grants
+	}
+	return "C:" + c.prefix
+}
+
+func (c *Client) viaName(name string) string {
+	if c.sharded {
+		return "S:" + newKeys(c.prefix, name).grants
+	}
+	return "C:" + c.prefix
+}
+
+// shardSub is a session's subscription to one name's grant channel on
+// Redis Cluster, alive while the session waits on or lingers for the name.
+type shardSub struct {
+	cancel context.CancelFunc
+	ready  chan struct{} // closed once Redis confirmed the first subscription
+}
+
+// subscribeGrants starts the goroutine that listens on ns's grant channel
+// until the subscription is cancelled (when ns is forgotten) or the client
+// closes; s.mu is held. It subscribes again after failures and slot moves,
+// and then makes the session look again: grants may have been missed.
+func (s *Session) subscribeGrants(ns *nameState) *shardSub {
+	c := s.c
+	ctx, cancel := context.WithCancel(c.bg)
+	sub := &shardSub{cancel: cancel, ready: make(chan struct{})}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		var confirmed atomic.Bool
+		bo := newBackoff(s.lease)
+		for {
+			hctx := rueidis.WithOnSubscriptionHook(ctx, func(ps rueidis.PubSubSubscription) {
+				if ps.Kind != "ssubscribe" {
+					return
+				}
+				if confirmed.CompareAndSwap(false, true) {
+					close(sub.ready)
+					return
+				}
+				s.mu.Lock()
+				s.recheckName(ns)
+				s.mu.Unlock()
+			})
+			c.rc.Receive(hctx, c.rc.B().Ssubscribe().Channel(ns.keys.grants).Build(), c.onMessage)
+			t := time.NewTimer(bo.NextBackOff())
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return sub
 }
 
 // chore is background work for the janitor: leave a queue (ns set), or
@@ -229,7 +304,7 @@ func (c *Client) releaseAll(ctx context.Context, rel []chore) error {
 			member, lease = r.s.member, r.s.lease
 		}
 		calls[i] = call{releaseScript, newKeys(c.prefix, r.name).list(), []string{r.owner, member,
-			strconv.FormatInt(lease.Milliseconds(), 10), "0", c.prefix, r.name}}
+			strconv.FormatInt(lease.Milliseconds(), 10), "0", c.viaName(r.name), r.name}}
 	}
 	var first error
 	res, _ := runMulti(ctx, c.rc, pipe{}, calls...)

@@ -1,5 +1,5 @@
 -- KEYS: lock, queue, deadlines
--- ARGV: owner token, member, lease ms, mode, prefix, name, linger ms.
+-- ARGV: owner token, member, lease ms, mode, grant channel (see release), name, linger ms.
 -- Mode "1": this session still has waiters: queue it again, or keep the
 -- lock for them when nobody else waits. Mode "2" (linger): when the lock
 -- goes to another session, queue this one too, with a deadline of linger ms,

@@ -140,7 +140,23 @@ func send(ctx context.Context, rc rueidis.Client, p pipe, calls []call, build fu
 		cmds = append(cmds, b.Wait().Numreplicas(int64(p.replicas)).Timeout(p.timeout.Milliseconds()).Build())
 	}
 	var res []rueidis.RedisResult
-	if len(cmds) == 1 {
+	if p.replicas > 0 && rc.Mode() == rueidis.ClientModeCluster {
+		// One connection to the slot's node for the writes and their WAIT:
+		// a redirected script must not leave WAIT counting on the old node
+		// (the redirect comes back as an error, and callers try again).
+		for try := 1; ; try++ {
+			rc.Dedicated(func(dc rueidis.DedicatedClient) error {
+				res = dc.DoMulti(ctx, cmds...)
+				return nil
+			})
+			if try == 3 || !moved(res) || ctx.Err() != nil {
+				break
+			}
+			// The slot moved and nothing was written: rueidis learns the
+			// new owner; try there.
+			pause(ctx, time.Duration(try)*10*time.Millisecond)
+		}
+	} else if len(cmds) == 1 {
 		res = []rueidis.RedisResult{rc.Do(ctx, cmds[0])}
 	} else {
 		res = rc.DoMulti(ctx, cmds...)
@@ -157,6 +173,17 @@ func send(ctx context.Context, rc rueidis.Client, p pipe, calls []call, build fu
 		res = res[1:]
 	}
 	return res, acked
+}
+
+func moved(res []rueidis.RedisResult) bool {
+	for _, r := range res {
+		if err, ok := rueidis.IsRedisErr(r.Error()); ok {
+			if _, m := err.IsMoved(); m {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func run(ctx context.Context, rc rueidis.Client, p pipe, s *script, keys, args []string) (rueidis.RedisResult, int64) {

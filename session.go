@@ -186,6 +186,11 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 		// Not in the Redis queue: nothing will wake us, so ask now.
 		ns.recheck = time.Time{}
 	}
+	if s.c.sharded && ns.sub == nil && ns.held != nil {
+		// Contended inside the session: listen for grants before the
+		// holder's release queues us.
+		ns.sub = s.subscribeGrants(ns)
+	}
 	var (
 		timer   *time.Timer
 		lastErr error
@@ -207,6 +212,24 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 			return w.lock, nil
 		}
 		sleep := time.Duration(-1)
+		if s.c.sharded && ns.sub == nil && tries > 0 {
+			// Contended on Redis Cluster: listen on the name's grant
+			// channel from now on (the first try does not queue).
+			ns.sub = s.subscribeGrants(ns)
+		}
+		if sub := ns.sub; sub != nil && !isClosed(sub.ready) {
+			// Listen before queueing, or the grant could come first.
+			s.mu.Unlock()
+			select {
+			case <-sub.ready:
+			case <-ctx.Done():
+				return s.giveUp(ns, w, fmt.Errorf("baton: lock %q: %w", truncate(name), ctx.Err()))
+			case <-s.done:
+				return s.giveUp(ns, w, ErrClosed)
+			}
+			s.mu.Lock()
+			continue
+		}
 		if ns.waiters[0] == w && ns.held == nil && !ns.busy {
 			if d := time.Until(ns.recheck); d > 0 {
 				sleep = d
@@ -214,7 +237,10 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 				ns.busy, ns.stale = true, false
 				s.mu.Unlock()
 				sent := time.Now()
-				r, err := s.callAcquire(ctx, ns, true, tries > 0)
+				// On Redis Cluster the first try does not queue: it
+				// may not queue before it listens for its grant.
+				queue := !s.c.sharded || ns.sub != nil
+				r, err := s.callAcquire(ctx, ns, queue, tries > 0)
 				tries++
 				s.mu.Lock()
 				ns.busy = false
@@ -234,6 +260,11 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 					ns.queued = r.pos >= 0
 					ns.pos = r.pos
 					ns.seen = max(ns.seen, r.fence)
+					if !queue {
+						// Busy: subscribe, then try again and queue.
+						sleep, ns.recheck = 0, time.Time{}
+						break
+					}
 					sleep = r.wait
 					if ns.stale {
 						// The key changed (or a connection dropped) while we
@@ -419,6 +450,10 @@ func (s *Session) settled(ns *nameState) bool {
 		if s.names[ns.name] == ns {
 			delete(s.names, ns.name)
 		}
+		if ns.sub != nil {
+			ns.sub.cancel()
+			ns.sub = nil
+		}
 	}
 	return false
 }
@@ -436,7 +471,7 @@ func (s *Session) settle(ns *nameState) {
 func (s *Session) dequeue(ns *nameState) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.lease)
 	defer cancel()
-	args := []string{s.member, s.c.prefix, ns.name}
+	args := []string{s.member, s.c.via(ns), ns.name}
 	res, _ := run(ctx, s.c.rc, pipe{}, dequeueScript, ns.keys.list(), args)
 	fence, err := res.AsInt64()
 	s.mu.Lock()
@@ -571,6 +606,15 @@ func newBackoff(lease time.Duration) *backoff.ExponentialBackOff {
 	return bo
 }
 
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 func wake(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -609,7 +653,7 @@ type attempt struct {
 // the key and tells us when it changes; a waiter's first attempt skips that
 // (most find the lock free, and a queued session is woken by its grant).
 func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait, track bool) (attempt, error) {
-	args := []string{s.member, s.leaseMs, boolArg(wait), s.c.prefix, ns.name}
+	args := []string{s.member, s.leaseMs, boolArg(wait), s.c.via(ns), ns.name}
 	p := pipe{optIn: track && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
 	res, acked := run(ctx, s.c.rc, p, acquireScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()

@@ -350,7 +350,7 @@ func TestMinReplicas(t *testing.T) {
 		t.Fatalf("Lock with 2 replicas required, 1 present: %v", err)
 	}
 
-	one := newClient(t, primary, Options{MinReplicas: 1, LeaseTTL: 600 * time.Millisecond, ReplicaTimeout: 50 * time.Millisecond})
+	one := newClient(t, primary, Options{MinReplicas: 1, LeaseTTL: 600 * time.Millisecond, ReplicaTimeout: 200 * time.Millisecond})
 	l, err := one.Lock(ctx, name)
 	if err != nil {
 		t.Fatalf("Lock with 1 replica: %v", err)
@@ -362,5 +362,56 @@ func TestMinReplicas(t *testing.T) {
 	waitFor(t, l.Done(), 10*time.Second, "loss after renewals could not be confirmed")
 	if !errors.Is(l.Err(), ErrLockLost) {
 		t.Fatalf("Err %v", l.Err())
+	}
+}
+
+// TestClusterContention: on Redis Cluster, grants travel on shard channels;
+// clients whose goroutines contend locally and across clients keep the lock
+// busy and share it (a session queued without listening would stall all).
+func TestClusterContention(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	cs := make([]*Client, 4)
+	for i := range cs {
+		cs[i] = newClientOn(t, Options{Redis: cl.Option()})
+	}
+	ctx := ctxTimeout(t, 30*time.Second)
+	name := uniqueName(t)
+	stop := time.Now().Add(time.Second)
+	var mu sync.Mutex
+	counts := make([]int, len(cs))
+	var wg sync.WaitGroup
+	for ci, c := range cs {
+		for range 4 {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					l, err := c.Lock(ctx, name)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					counts[ci]++
+					mu.Unlock()
+					time.Sleep(time.Millisecond) // hold
+					l.Unlock(ctx)
+					time.Sleep(time.Millisecond) // think
+				}
+			})
+		}
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	t.Logf("acquisitions per client: %v", counts)
+	// 1 ms holds for 1 s: a stalled hand-off shows as a few dozen.
+	if total < 200 {
+		t.Fatalf("%d acquisitions in 1 s of 1 ms holds", total)
+	}
+	for i, n := range counts {
+		if n*10 < total {
+			t.Fatalf("client %d got %d of %d", i, n, total)
+		}
 	}
 }
