@@ -129,17 +129,22 @@ func loadScripts(ctx context.Context, rc rueidis.Client, calls []call) error {
 
 func send(ctx context.Context, rc rueidis.Client, p pipe, calls []call, build func(*script, rueidis.Builder, []string, []string) rueidis.Completed) ([]rueidis.RedisResult, int64) {
 	b := rc.B()
-	cmds := make(rueidis.Commands, 0, len(calls)+2)
-	if p.optIn {
-		cmds = append(cmds, b.ClientCaching().Yes().Build())
-	}
-	for _, c := range calls {
-		cmds = append(cmds, build(c.s, b, c.keys, c.args))
-	}
-	if p.replicas > 0 {
-		cmds = append(cmds, b.Wait().Numreplicas(int64(p.replicas)).Timeout(p.timeout.Milliseconds()).Build())
+	// rueidis recycles commands once sent: a resend needs new ones.
+	commands := func() rueidis.Commands {
+		cmds := make(rueidis.Commands, 0, len(calls)+2)
+		if p.optIn {
+			cmds = append(cmds, b.ClientCaching().Yes().Build())
+		}
+		for _, c := range calls {
+			cmds = append(cmds, build(c.s, b, c.keys, c.args))
+		}
+		if p.replicas > 0 {
+			cmds = append(cmds, b.Wait().Numreplicas(int64(p.replicas)).Timeout(p.timeout.Milliseconds()).Build())
+		}
+		return cmds
 	}
 	var res []rueidis.RedisResult
+	cmds := commands()
 	if p.replicas > 0 && rc.Mode() == rueidis.ClientModeCluster {
 		// One connection to the slot's node for the writes and their WAIT:
 		// a redirected script must not leave WAIT counting on the old node
@@ -155,6 +160,7 @@ func send(ctx context.Context, rc rueidis.Client, p pipe, calls []call, build fu
 			// The slot moved and nothing was written: rueidis learns the
 			// new owner; try there.
 			pause(ctx, time.Duration(try)*10*time.Millisecond)
+			cmds = commands()
 		}
 	} else if len(cmds) == 1 {
 		res = []rueidis.RedisResult{rc.Do(ctx, cmds[0])}
