@@ -167,16 +167,7 @@ func TestAwkwardNames(t *testing.T) {
 			t.Fatalf("%.20q: lock key holds %q (%v)", name, v, err)
 		}
 		// A grant from a's release reaches b under the same name.
-		qb := queued(b)
-		got := make(chan *Lock, 1)
-		go func() {
-			l, err := b.Lock(ctx, name)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- l
-		}()
-		waitFor(t, qb, 5*time.Second, "b to queue")
+		got := queuedLock(t, b, ctx, name)
 		start := time.Now()
 		if err := la.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock(%.20q): %v", name, err)
@@ -194,16 +185,8 @@ func TestAwkwardNames(t *testing.T) {
 		// A deleted key wakes a's waiter through tracking, which maps the
 		// key back to the name. A waiter's first attempt is not tracked;
 		// recheckAll (what a reconnect runs) makes it look again, tracked.
+		got2 := queuedLock(t, a, ctx, name)
 		qa := queued(a)
-		got2 := make(chan *Lock, 1)
-		go func() {
-			l, err := a.Lock(ctx, name)
-			if err != nil {
-				t.Error(err)
-			}
-			got2 <- l
-		}()
-		waitFor(t, qa, 5*time.Second, "a to queue")
 		a.recheckAll()
 		waitFor(t, qa, 5*time.Second, "a to look again after the kill")
 		start = time.Now()

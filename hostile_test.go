@@ -165,16 +165,7 @@ func exercise(t *testing.T, srv *redistest.Server, ro rueidisOption) {
 		t.Fatalf("Lock past its deadline: %v", err)
 	}
 	cancel()
-	qb := queued(b)
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := b.Lock(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	waitFor(t, qb, 5*time.Second, "b to queue")
+	got := queuedLock(t, b, ctx, name)
 	time.Sleep(2 * lease) // a's hold outlives its lease: renewals must work
 	if err := la.Err(); err != nil {
 		t.Fatalf("held lock lost: %v (renewal failed?)", err)

@@ -22,28 +22,10 @@ func lingerSetup(t *testing.T, srv *redistest.Server, lease time.Duration) (name
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb := queued(b)
-	bGot := make(chan *Lock, 1)
-	go func() {
-		l, err := b.Lock(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		bGot <- l
-	}()
-	waitFor(t, qb, 5*time.Second, "b to queue")
+	bGot := queuedLock(t, b, ctx, name)
 	la.Unlock(ctx)
 	lb := waitFor(t, bGot, 5*time.Second, "b")
-	qc := queued(c)
-	cGot := make(chan *Lock, 1)
-	go func() {
-		l, err := c.Lock(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		cGot <- l
-	}()
-	waitFor(t, qc, 5*time.Second, "c to queue")
+	cGot := queuedLock(t, c, ctx, name)
 	if err := lb.Unlock(ctx); err != nil { // lingers: b waited for its hold
 		t.Fatal(err)
 	}

@@ -98,16 +98,7 @@ func TestRedisRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb := queued(b)
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := b.Lock(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	waitFor(t, qb, 5*time.Second, "b to queue")
+	got := queuedLock(t, b, ctx, name)
 	srv.Restart(t)
 	waitFor(t, la.Done(), 10*time.Second, "a's loss signal")
 	lb := waitFor(t, got, 10*time.Second, "b to acquire after the restart")

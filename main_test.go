@@ -137,3 +137,21 @@ func queuedWaiter(t testing.TB, c *Client, ctx context.Context, name string) <-c
 	waitFor(t, q, 5*time.Second, "the waiter to queue")
 	return got
 }
+
+// queuedLock starts c.Lock(ctx, name) in a goroutine and returns when that
+// waiter sleeps in the Redis queue. The channel gets the Lock (nil after an
+// error, which fails the test).
+func queuedLock(t testing.TB, c *Client, ctx context.Context, name string) <-chan *Lock {
+	t.Helper()
+	q := queued(c)
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := c.Lock(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, q, 5*time.Second, "the waiter to queue")
+	return got
+}
