@@ -104,7 +104,10 @@ func BenchmarkRenew(b *testing.B) {
 				s.mu.Lock()
 				s.nextRenew = time.Time{}.Add(1) // due now
 				s.mu.Unlock()
-				c.renewDue(time.Now())
+				results := make(chan *renewBatch, 1)
+				if _, b := c.renewDue(time.Now(), nil, results); b != nil {
+					c.renewApply(<-results)
+				}
 			}
 			b.ReportMetric(float64(n), "locks")
 		})

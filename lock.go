@@ -156,6 +156,7 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 	args := []string{h.owner, s.member, s.leaseMs,
 		mode, s.c.via(ns), ns.name, strconv.FormatInt(lingerTTL.Milliseconds(), 10)}
 	sent := time.Now()
+	first := sent
 	res, _ := run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()
 	// Try again after passing failures: a dropped connection (rueidis keeps
@@ -192,6 +193,12 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 	case -1:
 		ns.held = nil
 		ns.recheck = time.Time{}
+		if first.Before(h.deadline) && time.Now().After(h.deadline) {
+			// Sent in time, answered after the lease ran out: the key
+			// expired while the release was on its way, which is as good
+			// as released for the caller, who had stopped using it.
+			return nil
+		}
 		s.c.stats.lost.Add(1)
 		return fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(ns.name))
 	case 0:

@@ -30,15 +30,36 @@ func (c *Client) renewLoop() {
 	defer c.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	var inflight *renewBatch // the round trip under way, if any
+	results := make(chan *renewBatch, 1)
+	defer func() {
+		if inflight != nil {
+			<-results // cancelled with c.bg; wait for its goroutine
+		}
+	}()
 	for {
-		t.Reset(time.Until(c.renewDue(time.Now())))
+		var next time.Time
+		next, inflight = c.renewDue(time.Now(), inflight, results)
+		t.Reset(time.Until(next))
 		select {
 		case <-c.closing:
 			return
 		case <-t.C:
 		case <-c.renewC:
+		case b := <-results:
+			inflight = nil
+			c.renewApply(b)
 		}
 	}
+}
+
+// renewBatch is one renewal round trip: what was sent, and its replies.
+type renewBatch struct {
+	groups      [][]renewal
+	due         []*Session
+	sent        time.Time
+	res         []rueidis.RedisResult
+	unconfirmed []bool
 }
 
 // kickRenewal makes the loop recompute its schedule.
@@ -49,8 +70,11 @@ func (c *Client) kickRenewal() {
 	}
 }
 
-// renewDue renews what is due at now and returns when to look again.
-func (c *Client) renewDue(now time.Time) time.Time {
+// renewDue declares holds past their deadline lost, starts a round trip
+// for what is due (unless one is under way: the round trip runs in its own
+// goroutine, so that a connection that hangs cannot delay any deadline), and
+// returns when to look again.
+func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *renewBatch) (time.Time, *renewBatch) {
 	next := now.Add(time.Hour)
 	var (
 		batch    []renewal
@@ -64,7 +88,7 @@ func (c *Client) renewDue(now time.Time) time.Time {
 		if s.nextRenew.IsZero() {
 			s.nextRenew = now.Add(s.lease / 3)
 		}
-		isDue := !now.Before(s.nextRenew)
+		isDue := !now.Before(s.nextRenew) && inflight == nil
 		n := len(batch)
 		for _, ns := range s.names {
 			h := ns.held
@@ -90,29 +114,39 @@ func (c *Client) renewDue(now time.Time) time.Time {
 				due = append(due, s)
 			}
 		}
-		next = minTime(next, s.nextRenew)
+		if inflight == nil {
+			// While a round trip is under way, its reply wakes the loop.
+			next = minTime(next, s.nextRenew)
+		}
 		s.mu.Unlock()
 	}
-	next = minTime(next, deadline)
+	// Look at least once a tick: a hold acquired meanwhile may not wake us,
+	// and a round trip may outlast its context.
+	next = minTime(minTime(next, deadline), now.Add(tick))
 	if len(batch) == 0 {
-		return next
+		return next, inflight
 	}
-	// A renewal still unanswered at the earliest deadline is of no use, and
-	// the loop must not wait longer than a tick: locks granted meanwhile may
-	// have earlier deadlines, which only this loop enforces.
+	// A renewal still unanswered at the earliest deadline is of no use.
 	ctx, cancel := context.WithDeadline(c.bg, minTime(deadline, now.Add(tick)))
-	defer cancel()
-	groups := c.group(batch)
-	calls := make([]call, len(groups))
-	for i, g := range groups {
+	b := &renewBatch{groups: c.group(batch), due: due, sent: time.Now()}
+	calls := make([]call, len(b.groups))
+	for i, g := range b.groups {
 		calls[i] = renewCall(g)
 	}
-	sent := time.Now()
-	res, unconfirmed := c.renewSend(ctx, calls)
+	go func() {
+		defer cancel()
+		b.res, b.unconfirmed = c.renewSend(ctx, calls)
+		results <- b
+	}()
+	return next, b
+}
+
+// renewApply applies the replies of a round trip.
+func (c *Client) renewApply(b *renewBatch) {
 	failed := make(map[*Session]bool)
-	for i, g := range groups {
-		vals, err := res[i].AsIntSlice()
-		if err == nil && unconfirmed[i] {
+	for i, g := range b.groups {
+		vals, err := b.res[i].AsIntSlice()
+		if err == nil && b.unconfirmed[i] {
 			err = ErrNotReplicated
 		}
 		if err == nil && len(vals) != len(g) {
@@ -123,10 +157,10 @@ func (c *Client) renewDue(now time.Time) time.Time {
 				failed[r.s] = true
 				continue
 			}
-			r.s.renewed(r, vals[j] == 1, sent)
+			r.s.renewed(r, vals[j] == 1, b.sent)
 		}
 	}
-	for _, s := range due {
+	for _, s := range b.due {
 		s.mu.Lock()
 		if failed[s] {
 			c.stats.renewErrs.Add(1)
@@ -136,12 +170,10 @@ func (c *Client) renewDue(now time.Time) time.Time {
 			s.nextRenew = time.Now().Add(s.retry.NextBackOff())
 		} else {
 			s.retry = nil
-			s.nextRenew = sent.Add(s.lease / 3)
+			s.nextRenew = b.sent.Add(s.lease / 3)
 		}
-		next = minTime(next, s.nextRenew)
 		s.mu.Unlock()
 	}
-	return next
 }
 
 // renewSend pipelines the renewal calls. With MinReplicas it follows them
