@@ -70,7 +70,8 @@ func (l *Lock) Err() error {
 
 // Unlock releases the lock. If the lock was lost, it returns an error
 // matching ErrLockLost and touches nothing in Redis; a second Unlock returns
-// ErrUnlocked. The lock counts as released (Done closes) as soon as Unlock
+// ErrUnlocked. A release sent within the lease that reaches Redis only after
+// the key expired counts as done: the caller had stopped using the lock. The lock counts as released (Done closes) as soon as Unlock
 // is called, even if Redis cannot be reached: ctx bounds the round trip, and
 // a key that could not be deleted expires within the lease.
 func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, true) }
