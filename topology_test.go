@@ -350,7 +350,7 @@ func TestMinReplicas(t *testing.T) {
 		t.Fatalf("Lock with 2 replicas required, 1 present: %v", err)
 	}
 
-	one := newClient(t, primary, Options{MinReplicas: 1, LeaseTTL: 600 * time.Millisecond, ReplicaTimeout: 200 * time.Millisecond})
+	one := newClient(t, primary, Options{MinReplicas: 1, LeaseTTL: 1500 * time.Millisecond, ReplicaTimeout: 500 * time.Millisecond})
 	l, err := one.Lock(ctx, name)
 	if err != nil {
 		t.Fatalf("Lock with 1 replica: %v", err)
