@@ -10,8 +10,14 @@ import "go.uber.org/goleak"
 // wait for it. Seeding a client with replica addresses (as Cluster.Option
 // does) or any failover triggers it. The goroutine ends on its own, so it is
 // not a leak in code under test.
+//
+// rueidis.NewClient, probing whether an address is a cluster, may also leave
+// a cluster refresh scheduled about a second later (DelayDo) when the probe
+// fails (an unreachable address, or a user without CLUSTER SLOTS
+// permission); it too ends on its own.
 func KnownLeaks() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
 	}
 }
