@@ -107,9 +107,6 @@ func runChild() int {
 	select {}
 }
 
-func cutPrefix(s, p string) (string, bool) { return strings.CutPrefix(s, p) }
-func index(s, sub string) int              { return strings.Index(s, sub) }
-
 // lockHeld reports whether name's lock key names an owner (a released lock
 // leaves a "~<fence>" marker behind).
 func lockHeld(t testing.TB, srv interface {

@@ -128,16 +128,7 @@ func TestWaitSendsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb := queued(b)
-	got := make(chan error, 1)
-	go func() {
-		l, err := b.Lock(ctx, name)
-		if err == nil {
-			l.Unlock(ctx)
-		}
-		got <- err
-	}()
-	waitFor(t, qb, 5*time.Second, "b to queue")
+	got := queuedWaiter(t, b, ctx, name)
 	before := commandCounts(t, srv)
 	time.Sleep(time.Second) // the measurement window, not an ordering
 	after := commandCounts(t, srv)
@@ -168,7 +159,7 @@ func TestWaitSendsNothing(t *testing.T) {
 func commandCounts(t *testing.T, srv *redistest.Server) map[string]int64 {
 	out := map[string]int64{}
 	for k, v := range srv.Info(t, "commandstats") {
-		cmd, ok := cutPrefix(k, "cmdstat_")
+		cmd, ok := strings.CutPrefix(k, "cmdstat_")
 		if !ok {
 			continue
 		}
