@@ -28,8 +28,9 @@ const (
 // Options configure a Client. The zero value of every field but Redis
 // selects its default.
 type Options struct {
-	// Redis says where Redis is. baton builds, owns and closes the rueidis
-	// client. Unless set, ClientTrackingOptions becomes {"OPTIN", "NOLOOP"}
+	// Redis says where Redis is. baton builds, owns and closes two rueidis
+	// clients from it: one for uncontended acquisitions and releases, one
+	// (with tracking) for waiting, grants and renewals. Unless set, ClientTrackingOptions becomes {"OPTIN", "NOLOOP"}
 	// so that our own writes never wake our own waiters. With DisableCache
 	// (or a server without RESP3) waiters rely on the release channel and
 	// expiry timers instead of tracking invalidations.
@@ -70,7 +71,8 @@ type Options struct {
 // concurrent use. Create it with New and close it with Close; the zero value
 // is not usable.
 type Client struct {
-	rc             rueidis.Client
+	rc             rueidis.Client // tracked reads, grant messages, renewals and contended scripts
+	cc             rueidis.Client // uncontended acquisitions and releases: no pushes, so an idle connection answers without rueidis's pipelining goroutines
 	prefix         string
 	cohort         int
 	id             string        // 128 random bits in hex: prefix of every member of this client
@@ -171,7 +173,18 @@ func New(opt Options) (*Client, error) {
 		c.stop()
 		return nil, fmt.Errorf("baton: connect to redis: %w", err)
 	}
-	c.rc = rc
+	// A second client without tracking or subscriptions: rueidis runs a
+	// connection that may receive pushes through its pipelining goroutines,
+	// which roughly doubles the latency of a lone round trip.
+	co := opt.Redis
+	co.DisableCache, co.OnInvalidations, co.ClientTrackingOptions = true, nil, nil
+	cc, err := rueidis.NewClient(co)
+	if err != nil {
+		rc.Close()
+		c.stop()
+		return nil, fmt.Errorf("baton: connect to redis: %w", err)
+	}
+	c.rc, c.cc = rc, cc
 	c.tracking = !ro.DisableCache
 	c.sharded = rc.Mode() == rueidis.ClientModeCluster
 	c.def = c.newSession(opt.LeaseTTL)
@@ -316,6 +329,7 @@ func (c *Client) Close() error {
 	c.stop()
 	c.wg.Wait()
 	c.rc.Close()
+	c.cc.Close()
 	return errors.Join(errs...)
 }
 

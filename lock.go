@@ -152,13 +152,19 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 		// Not listening for grants on this name yet: do not queue.
 		mode = "0"
 	}
+	// A contended name is tracked on c.rc, whose writes (NOLOOP) do not
+	// wake our own waiters; uncontended releases take the faster c.cc.
+	rc := s.c.cc
+	if h.waited || mode != "0" {
+		rc = s.c.rc
+	}
 	s.mu.Unlock()
 	lingerTTL := s.lease / 2
 	args := []string{h.owner, s.member, s.leaseMs,
 		mode, s.c.via(ns), ns.name, strconv.FormatInt(lingerTTL.Milliseconds(), 10)}
 	sent := time.Now()
 	first := sent
-	res, _ := run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
+	res, _ := run(ctx, rc, pipe{}, releaseScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()
 	// Try again after passing failures: a dropped connection (rueidis keeps
 	// several, each of which may have been cut) or a slot in migration
@@ -172,7 +178,7 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 			maybeRan = true
 		}
 		sent = time.Now()
-		res, _ = run(ctx, s.c.rc, pipe{}, releaseScript, ns.keys.list(), args)
+		res, _ = run(ctx, rc, pipe{}, releaseScript, ns.keys.list(), args)
 		vals, err = res.AsIntSlice()
 		if err == nil && maybeRan && len(vals) > 0 && vals[0] == -1 {
 			vals[0] = 0

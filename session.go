@@ -655,7 +655,11 @@ type attempt struct {
 func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait, track bool) (attempt, error) {
 	args := []string{s.member, s.leaseMs, boolArg(wait), s.c.via(ns), ns.name}
 	p := pipe{optIn: track && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
-	res, acked := run(ctx, s.c.rc, p, acquireScript, ns.keys.list(), args)
+	rc := s.c.cc
+	if p.optIn {
+		rc = s.c.rc // the connection that receives the invalidations
+	}
+	res, acked := run(ctx, rc, p, acquireScript, ns.keys.list(), args)
 	vals, err := res.AsIntSlice()
 	switch {
 	case err != nil:
