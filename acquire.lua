@@ -6,6 +6,12 @@ local k, q, d = KEYS[1], KEYS[2], KEYS[3]
 local member, lease, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
 
 local v = redis.call('GET', k)
+if v and string.byte(v, 1) == 126 then
+  -- The common case, first: free ("~fence"), so nobody is queued.
+  local f = fence(tonumber(string.sub(v, 2)))
+  redis.call('SET', k, member .. ':' .. fmt(f), 'PX', ARGV[2])
+  return {1, f}
+end
 local owner, last = parse(v)
 if owner and owner ~= member then
   local pos = -1

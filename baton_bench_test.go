@@ -50,6 +50,44 @@ func BenchmarkRawSetNX(b *testing.B) {
 	}
 }
 
+// BenchmarkLockUnlockVsRaw alternates one Lock+Unlock with one raw SET NX
+// PX + compare-and-delete EVALSHA on the same server and reports both and
+// their ratio: on a noisy machine only an interleaved comparison is fair.
+func BenchmarkLockUnlockVsRaw(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv, Options{})
+	rc, err := rueidis.NewClient(srv.Option())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rc.Close()
+	del := rueidis.NewLuaScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	ctx := context.Background()
+	var lock, raw time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		l, err := c.Lock(ctx, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := rc.Do(ctx, rc.B().Set().Key("raw").Value("tok").Nx().Px(10*time.Second).Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+		if err := del.Exec(ctx, rc, []string{"raw"}, []string{"tok"}).Error(); err != nil {
+			b.Fatal(err)
+		}
+		lock += t1.Sub(t0)
+		raw += time.Since(t1)
+	}
+	b.ReportMetric(float64(lock.Nanoseconds())/float64(b.N), "lock-ns/op")
+	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(lock)/float64(raw), "lock/raw")
+}
+
 // BenchmarkContended: every goroutine of one client takes turns on one name.
 func BenchmarkContended(b *testing.B) {
 	srv := redistest.Start(b)

@@ -77,6 +77,7 @@ type Client struct {
 	cohort         int
 	id             string        // 128 random bits in hex: prefix of every member of this client
 	channel        string        // where release scripts announce grants to our sessions
+	viaC           string        // "C:<prefix>": tells release scripts to publish on the grantee's client channel
 	tracking       bool          // Redis tracks keys our acquire attempts read
 	sharded        bool          // Redis Cluster: grants go by SPUBLISH on each name's shard channel
 	replicas       int           // Options.MinReplicas
@@ -151,6 +152,7 @@ func New(opt Options) (*Client, error) {
 		subErr:         make(chan error, 1),
 	}
 	c.channel = c.prefix + ":c:" + c.id
+	c.viaC = "C:" + c.prefix
 	c.bg, c.stop = context.WithCancel(context.Background())
 	c.closing = c.bg.Done()
 	ro := opt.Redis
@@ -270,13 +272,14 @@ func (c *Client) newSession(lease time.Duration) *Session {
 	}
 	c.nsess++
 	s := &Session{
-		c:       c,
-		member:  c.id + "-" + strconv.Itoa(c.nsess),
-		lease:   lease,
-		leaseMs: strconv.FormatInt(lease.Milliseconds(), 10),
-		margin:  lease/30 + 10*time.Millisecond,
-		names:   make(map[string]*nameState),
-		done:    make(chan struct{}),
+		c:        c,
+		member:   c.id + "-" + strconv.Itoa(c.nsess),
+		lease:    lease,
+		leaseMs:  strconv.FormatInt(lease.Milliseconds(), 10),
+		lingerMs: strconv.FormatInt((lease / 2).Milliseconds(), 10),
+		margin:   lease/30 + 10*time.Millisecond,
+		names:    make(map[string]*nameState),
+		done:     make(chan struct{}),
 	}
 	c.sessions[s.member] = s
 	c.kickRenewal()

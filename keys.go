@@ -11,22 +11,25 @@ const MaxNameLen = 4096
 // keys are the Redis keys of one lock name. They all begin with
 // "<prefix>:{<name>}", so they share a hash slot on Redis Cluster.
 type keys struct {
-	lock  string   // "<member>:<fence>" with the lease as TTL; "~<fence>" for an hour once free
-	queue string   // list of waiting sessions, oldest first
-	dead  string   // hash: waiting session -> "<deadline ms>:<lease ms>"
-	all   []string // lock, queue, dead: the KEYS of every script
-	// grants is the name's shard channel (Redis Cluster), in the key's slot.
-	grants string
+	lock  string    // "<member>:<fence>" with the lease as TTL; "~<fence>" for an hour once free
+	queue string    // list of waiting sessions, oldest first
+	dead  string    // hash: waiting session -> "<deadline ms>:<lease ms>"
+	all   [3]string // lock, queue, dead: the KEYS of every script
 }
 
 func newKeys(prefix, name string) keys {
-	base := prefix + ":{" + name + "}"
-	k := keys{lock: base, queue: base + ":q", dead: base + ":d", grants: prefix + ":g:{" + name + "}"}
-	k.all = []string{k.lock, k.queue, k.dead}
+	q := prefix + ":{" + name + "}:q"
+	k := keys{lock: q[:len(q)-2], queue: q}
+	k.dead = k.lock + ":d"
+	k.all = [3]string{k.lock, k.queue, k.dead}
 	return k
 }
 
-func (k keys) list() []string { return k.all }
+func (k *keys) list() []string { return k.all[:] }
+
+// grantChannel is a name's shard channel on Redis Cluster, in the slot of
+// its keys.
+func grantChannel(prefix, name string) string { return prefix + ":g:{" + name + "}" }
 
 // checkName rejects names that cannot be locked safely. A name beginning
 // with "}" would make the hash tag empty, and Redis Cluster would then

@@ -159,9 +159,8 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 		rc = s.c.rc
 	}
 	s.mu.Unlock()
-	lingerTTL := s.lease / 2
 	args := []string{h.owner, s.member, s.leaseMs,
-		mode, s.c.via(ns), ns.name, strconv.FormatInt(lingerTTL.Milliseconds(), 10)}
+		mode, s.c.via(ns), ns.name, s.lingerMs}
 	sent := time.Now()
 	first := sent
 	res, _ := run(ctx, rc, pipe{}, releaseScript, ns.keys.list(), args)
@@ -221,7 +220,7 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 			// safety net.
 			ns.recheck = time.Now().Add(s.lease)
 		case ns.queued:
-			ns.linger = sent.Add(lingerTTL - s.margin)
+			ns.linger = sent.Add(s.lease/2 - s.margin)
 			ns.recheck = ns.linger
 		}
 	case 2:

@@ -113,6 +113,29 @@ func TestRedisRestart(t *testing.T) {
 	}
 }
 
+// TestFirstCallsAfterRestart: the connection uncontended calls use sits
+// idle (nobody reads it) when Redis restarts; the first TryLock and Unlock
+// afterwards still succeed instead of reporting the dead connection.
+func TestFirstCallsAfterRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	for round := 0; round < 2; round++ {
+		l, err := c.TryLock(ctx, name)
+		if err != nil {
+			t.Fatalf("round %d: first TryLock after a restart: %v", round, err)
+		}
+		if round == 0 {
+			srv.Restart(t)
+		}
+		if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrLockLost) {
+			t.Fatalf("round %d: Unlock: %v", round, err)
+		}
+		srv.Restart(t)
+	}
+}
+
 // TestWaiterSurvivesConnectionKill: every client connection is killed while
 // b waits; b still gets the lock when a releases.
 func TestWaiterSurvivesConnectionKill(t *testing.T) {

@@ -191,18 +191,13 @@ func (c *Client) subscribe() {
 // client channel, or on Redis Cluster on the name's shard channel, which the
 // key's own node delivers (a classic PUBLISH crosses the cluster bus, which
 // Redis 7.0 sends without TCP_NODELAY: tens of ms).
-func (c *Client) via(ns *nameState) string {
-	if c.sharded {
-		return "S:" + ns.keys.grants
-	}
-	return "C:" + c.prefix
-}
+func (c *Client) via(ns *nameState) string { return c.viaName(ns.name) }
 
 func (c *Client) viaName(name string) string {
 	if c.sharded {
-		return "S:" + newKeys(c.prefix, name).grants
+		return "S:" + grantChannel(c.prefix, name)
 	}
-	return "C:" + c.prefix
+	return c.viaC
 }
 
 // shardSub is a session's subscription to one name's grant channel on
@@ -238,7 +233,7 @@ func (s *Session) subscribeGrants(ns *nameState) *shardSub {
 				s.recheckName(ns)
 				s.mu.Unlock()
 			})
-			c.rc.Receive(hctx, c.rc.B().Ssubscribe().Channel(ns.keys.grants).Build(), c.onMessage)
+			c.rc.Receive(hctx, c.rc.B().Ssubscribe().Channel(grantChannel(c.prefix, ns.name)).Build(), c.onMessage)
 			t := time.NewTimer(bo.NextBackOff())
 			select {
 			case <-ctx.Done():
@@ -303,7 +298,8 @@ func (c *Client) releaseAll(ctx context.Context, rel []chore) error {
 		if r.s != nil {
 			member, lease = r.s.member, r.s.lease
 		}
-		calls[i] = call{releaseScript, newKeys(c.prefix, r.name).list(), []string{r.owner, member,
+		k := newKeys(c.prefix, r.name)
+		calls[i] = call{releaseScript, k.list(), []string{r.owner, member,
 			strconv.FormatInt(lease.Milliseconds(), 10), "0", c.viaName(r.name), r.name}}
 	}
 	var first error

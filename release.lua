@@ -10,8 +10,13 @@
 local k, q, d = KEYS[1], KEYS[2], KEYS[3]
 local token, member, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if redis.call('GET', k) ~= token then return {-1} end
-local _, last = parse(token)
 local mode = ARGV[4]
+if mode == '0' and not redis.call('LINDEX', q, 0) then
+  -- The common case, first: nobody queued. Keep the fence as it is written.
+  redis.call('SET', k, '~' .. string.match(token, ':(%d+)$'), 'PX', 3600000)
+  return {0}
+end
+local _, last = parse(token)
 if mode == '1' then
   if release(k, q, d, last, member, ARGV[5], ARGV[6]) then
     enqueue(q, d, member, lease)

@@ -193,6 +193,13 @@ func moved(res []rueidis.RedisResult) bool {
 }
 
 func run(ctx context.Context, rc rueidis.Client, p pipe, s *script, keys, args []string) (rueidis.RedisResult, int64) {
+	if !p.optIn && p.replicas == 0 {
+		// The hot path: one EVALSHA, without runMulti's slices.
+		res := rc.Do(ctx, s.evalsha(rc.B(), keys, args))
+		if err, ok := rueidis.IsRedisErr(res.Error()); !ok || !err.IsNoScript() {
+			return res, -1
+		}
+	}
 	res, acked := runMulti(ctx, rc, p, call{s, keys, args})
 	return res[0], acked
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -26,11 +28,12 @@ type SessionOptions struct {
 // queue and take the lock in FIFO order. Session is safe for concurrent
 // use; the zero value is not usable.
 type Session struct {
-	c       *Client
-	member  string        // identity in Redis: owner tokens are member:fence
-	lease   time.Duration // TTL of the keys this session holds
-	leaseMs string        // lease in ms, as scripts take it
-	margin  time.Duration // allowance for clock drift and timer lateness
+	c        *Client
+	member   string        // identity in Redis: owner tokens are member:fence
+	lease    time.Duration // TTL of the keys this session holds
+	leaseMs  string        // lease in ms, as scripts take it
+	lingerMs string        // how long a lingering release keeps us queued (lease/2), in ms
+	margin   time.Duration // allowance for clock drift and timer lateness
 
 	mu        sync.Mutex // protects names, closed, nextRenew, retry and every nameState and Lock of the session
 	names     map[string]*nameState
@@ -196,7 +199,7 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 		lastErr error
 		waited  bool
 		tries   int
-		bo      = newBackoff(s.lease)
+		bo      *backoff.ExponentialBackOff // paces retries after transient errors; nil after a success
 	)
 	defer func() {
 		if timer != nil {
@@ -250,12 +253,12 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 					s.mu.Unlock()
 					return s.giveUp(ns, w, ErrClosed)
 				case err == nil && r.acquired:
-					bo.Reset()
+					bo = nil
 					s.install(ns, r.fence, sent.Add(s.lease-s.margin), true)
 					ns.held.waited = waited
 					continue
 				case err == nil:
-					bo.Reset()
+					bo = nil
 					ns.unsure = false
 					ns.queued = r.pos >= 0
 					ns.pos = r.pos
@@ -287,6 +290,9 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 					// flight): if we leave, leave the queue and release what
 					// it may have taken.
 					ns.queued, ns.unsure = true, true
+					if bo == nil {
+						bo = newBackoff(s.lease)
+					}
 					sleep = bo.NextBackOff()
 					ns.recheck = time.Now().Add(sleep)
 					s.settled(ns)
@@ -640,6 +646,12 @@ func transient(err error) bool {
 	return false
 }
 
+// staleConn reports whether err says that a connection had died before
+// the call used it: the server closed or reset it.
+func staleConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
 // attempt is the outcome of one acquire script call.
 type attempt struct {
 	acquired bool
@@ -660,6 +672,14 @@ func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait, track bo
 		rc = s.c.rc // the connection that receives the invalidations
 	}
 	res, acked := run(ctx, rc, p, acquireScript, ns.keys.list(), args)
+	for try := 0; try < 4 && rc == s.c.cc && staleConn(res.Error()) && ctx.Err() == nil; try++ {
+		// rueidis reads an idle connection of c.cc only when a call waits
+		// on it, so each connection that died meanwhile (a restart, a
+		// failover) fails the first call it gets. Try again, on another.
+		// Repeating the script is safe: a lock an earlier run took is ours,
+		// and is taken again under a new fence.
+		res, acked = run(ctx, rc, p, acquireScript, ns.keys.list(), args)
+	}
 	vals, err := res.AsIntSlice()
 	switch {
 	case err != nil:
