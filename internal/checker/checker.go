@@ -385,6 +385,11 @@ func Run(ctx context.Context, cfg Config, fault func(ctx context.Context)) (Repo
 	}
 	ro := cfg.Redis()
 	ro.DisableCache = true
+	// rueidis retries a read-only command on a new connection after the
+	// old one died, and then recycles the command while the old
+	// connection's writer may still read it (a data race under -race when
+	// faults kill connections). The checker counts failed reads instead.
+	ro.DisableRetry = true
 	rc, err := rueidis.NewClient(ro)
 	if err != nil {
 		return Report{}, fmt.Errorf("checker: connect: %w", err)
