@@ -23,7 +23,28 @@ func StartReplica(t testing.TB, primary *Server, args ...string) *Server {
 	t.Helper()
 	r := Start(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())}, args...)...)
 	waitReplicaUp(t, r)
+	waitStreaming(t, primary, r)
 	return r
+}
+
+// waitStreaming waits until a write on primary reaches replica r. After a
+// diskless full sync Redis 7 streams commands only once the replica's
+// first REPLCONF ACK arrives, up to a second after its link reports "up";
+// until then WAIT counts no acknowledgement from it.
+func waitStreaming(t testing.TB, primary, r *Server) {
+	t.Helper()
+	if err := primary.Do(t, "SET", "redistest:stream", "1").Error(); err != nil {
+		t.Fatalf("redistest: write on %s: %v", primary.Addr(), err)
+	}
+	want, _ := strconv.ParseInt(primary.Info(t, "replication")["master_repl_offset"], 10, 64)
+	waitFor(t, convergeTimeout, "replication stream to "+r.Addr(), func() error {
+		got, _ := strconv.ParseInt(r.Info(t, "replication")["slave_repl_offset"], 10, 64)
+		if got < want {
+			return fmt.Errorf("replica at offset %d, primary wrote up to %d", got, want)
+		}
+		return nil
+	})
+	primary.Do(t, "DEL", "redistest:stream") // tests may count the primary's keys
 }
 
 func waitReplicaUp(t testing.TB, r *Server) {
