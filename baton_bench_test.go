@@ -11,42 +11,55 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// BenchmarkLockUnlock is one goroutine's uncontended Lock+Unlock: two round
-// trips. Compare with BenchmarkRawSetNX.
-func BenchmarkLockUnlock(b *testing.B) {
-	srv := redistest.Start(b)
-	c := newClient(b, srv, Options{})
+// lockUnlock is one Lock+Unlock of name.
+func lockUnlock(b *testing.B, c *Client, name string) {
 	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		l, err := c.Lock(ctx, "bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
+	l, err := c.Lock(ctx, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		b.Fatal(err)
 	}
 }
 
-// BenchmarkRawSetNX is the floor: SET NX PX and a compare-and-delete script.
-func BenchmarkRawSetNX(b *testing.B) {
-	srv := redistest.Start(b)
+// rawLock returns the floor baton is compared with: SET NX PX and a
+// compare-and-delete script, on a client of its own.
+func rawLock(b *testing.B, srv *redistest.Server) func() {
 	rc, err := rueidis.NewClient(srv.Option())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer rc.Close()
+	b.Cleanup(rc.Close)
 	del := rueidis.NewLuaScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
+	return func() {
 		if err := rc.Do(ctx, rc.B().Set().Key("raw").Value("tok").Nx().Px(10*time.Second).Build()).Error(); err != nil {
 			b.Fatal(err)
 		}
 		if err := del.Exec(ctx, rc, []string{"raw"}, []string{"tok"}).Error(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkLockUnlock is one goroutine's uncontended Lock+Unlock: two round
+// trips. Compare with BenchmarkRawSetNX.
+func BenchmarkLockUnlock(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv, Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		lockUnlock(b, c, "bench")
+	}
+}
+
+// BenchmarkRawSetNX is the floor: SET NX PX and a compare-and-delete script.
+func BenchmarkRawSetNX(b *testing.B) {
+	raw := rawLock(b, redistest.Start(b))
+	b.ReportAllocs()
+	for b.Loop() {
+		raw()
 	}
 }
 
@@ -56,36 +69,19 @@ func BenchmarkRawSetNX(b *testing.B) {
 func BenchmarkLockUnlockVsRaw(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newClient(b, srv, Options{})
-	rc, err := rueidis.NewClient(srv.Option())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rc.Close()
-	del := rueidis.NewLuaScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-	ctx := context.Background()
-	var lock, raw time.Duration
+	raw := rawLock(b, srv)
+	var lock, rawd time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		l, err := c.Lock(ctx, "bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
+		lockUnlock(b, c, "bench")
 		t1 := time.Now()
-		if err := rc.Do(ctx, rc.B().Set().Key("raw").Value("tok").Nx().Px(10*time.Second).Build()).Error(); err != nil {
-			b.Fatal(err)
-		}
-		if err := del.Exec(ctx, rc, []string{"raw"}, []string{"tok"}).Error(); err != nil {
-			b.Fatal(err)
-		}
+		raw()
 		lock += t1.Sub(t0)
-		raw += time.Since(t1)
+		rawd += time.Since(t1)
 	}
 	b.ReportMetric(float64(lock.Nanoseconds())/float64(b.N), "lock-ns/op")
-	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
-	b.ReportMetric(float64(lock)/float64(raw), "lock/raw")
+	b.ReportMetric(float64(rawd.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(lock)/float64(rawd), "lock/raw")
 }
 
 // BenchmarkContended: every goroutine of one client takes turns on one name.

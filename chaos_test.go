@@ -63,9 +63,23 @@ func chaosConfig(t *testing.T, srv *redistest.Server, via map[int]string) checke
 // runChaos runs the checker, logs its report and fails on its findings.
 func runChaos(t *testing.T, srv *redistest.Server, cfg checker.Config, fault func(ctx context.Context)) checker.Report {
 	t.Helper()
-	// The harness client must exist before the run: the checker counts
+	rep := runChecker(t, []*redistest.Server{srv}, cfg, fault)
+	if err := rep.Check(); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// runChecker runs the checker against the servers and logs its report.
+func runChecker(t *testing.T, servers []*redistest.Server, cfg checker.Config, fault func(ctx context.Context)) checker.Report {
+	t.Helper()
+	// Harness clients must exist before the run: the checker counts
 	// goroutines started during the run as left behind.
-	srv.Do(t, "PING")
+	for _, n := range servers {
+		if err := n.Do(t, "PING").Error(); err != nil {
+			t.Fatalf("PING %s: %v", n.Addr(), err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+2*time.Minute)
 	defer cancel()
 	rep, err := checker.Run(ctx, cfg, fault)
@@ -73,9 +87,6 @@ func runChaos(t *testing.T, srv *redistest.Server, cfg checker.Config, fault fun
 		t.Fatal(err)
 	}
 	t.Logf("report:\n%s", rep)
-	if err := rep.Check(); err != nil {
-		t.Fatal(err)
-	}
 	return rep
 }
 

@@ -30,10 +30,11 @@ const (
 type Options struct {
 	// Redis says where Redis is. baton builds, owns and closes two rueidis
 	// clients from it: one for uncontended acquisitions and releases, one
-	// (with tracking) for waiting, grants and renewals. Unless set, ClientTrackingOptions becomes {"OPTIN", "NOLOOP"}
-	// so that our own writes never wake our own waiters. With DisableCache
-	// (or a server without RESP3) waiters rely on the release channel and
-	// expiry timers instead of tracking invalidations.
+	// (with tracking) for waiting, grants and renewals. Unless set,
+	// ClientTrackingOptions becomes {"OPTIN", "NOLOOP"} so that our own
+	// writes never wake our own waiters. With DisableCache (or a server
+	// without RESP3) waiters rely on the release channel and expiry timers
+	// instead of tracking invalidations.
 	Redis rueidis.ClientOption
 
 	// KeyPrefix begins every key baton writes: "<prefix>:{<name>}" holds the

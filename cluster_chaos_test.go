@@ -74,27 +74,6 @@ func clusterChaosConfig(t *testing.T, cl *redistest.Cluster, opt func(*baton.Opt
 	}
 }
 
-// runClusterChaos runs the checker on cl and logs its report; the caller
-// decides how to judge it.
-func runClusterChaos(t *testing.T, cl *redistest.Cluster, cfg checker.Config, fault func(ctx context.Context)) checker.Report {
-	t.Helper()
-	// Harness clients must exist before the run: the checker counts
-	// goroutines started during the run as left behind.
-	for _, n := range cl.Nodes {
-		if err := n.Do(t, "PING").Error(); err != nil {
-			t.Fatalf("PING %s: %v", n.Addr(), err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+2*time.Minute)
-	defer cancel()
-	rep, err := checker.Run(ctx, cfg, fault)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("report:\n%s", rep)
-	return rep
-}
-
 // ccText runs a command on one node whose reply is text.
 func ccText(t *testing.T, n *redistest.Server, args ...string) (string, error) {
 	v, err := n.Do(t, args...).ToString()
@@ -311,7 +290,7 @@ func TestChaosClusterBaseline(t *testing.T) {
 	slots, _ := clusterOwners(t, cl, 3)
 	cfg := clusterChaosConfig(t, cl, nil)
 	cfg.StrictErrors = true
-	rep := runClusterChaos(t, cl, cfg, nil)
+	rep := runChecker(t, cl.Nodes, cfg, nil)
 	if err := rep.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +336,7 @@ func TestChaosClusterSlotMigration(t *testing.T) {
 	cfg.Duration = d + clusterQuiet
 	var migrations, keysMoved atomic.Int64
 	var checked atomic.Bool
-	rep := runClusterChaos(t, cl, cfg, func(ctx context.Context) {
+	rep := runChecker(t, cl.Nodes, cfg, func(ctx context.Context) {
 		start := time.Now()
 		ctl := checker.ControlFrom(ctx)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
@@ -533,7 +512,7 @@ func clusterFailover(t *testing.T, minReplicas int, takeover bool) {
 		lead                           atomic.Int64 // from the holder's loss signal to the next acquisition
 		survived                       atomic.Bool
 	)
-	rep := runClusterChaos(t, cl, cfg, func(ctx context.Context) {
+	rep := runChecker(t, cl.Nodes, cfg, func(ctx context.Context) {
 		ctl := checker.ControlFrom(ctx)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 40*time.Second)
 		defer cancel()

@@ -1,7 +1,6 @@
 package baton
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -19,37 +18,7 @@ func TestFairAcrossClients(t *testing.T) {
 	}
 	name := uniqueName(t)
 	ctx := ctxTimeout(t, 60*time.Second)
-	stop := time.Now().Add(time.Second)
-	counts := make([]int, 4)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for ci, c := range cs {
-		for g := 0; g < 2; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(stop) {
-					l, err := c.Lock(ctx, name)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					counts[ci]++
-					mu.Unlock()
-					time.Sleep(time.Millisecond)
-					l.Unlock(ctx)
-					time.Sleep(time.Millisecond)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	total := 0
-	for _, n := range counts {
-		total += n
-	}
-	t.Logf("acquisitions per client: %v", counts)
+	counts, total := contend(t, ctx, cs, name, 2, time.Second)
 	for i, n := range counts {
 		// Fair is a quarter each; a tenth is a generous floor.
 		if n*10 < total {

@@ -634,30 +634,7 @@ func TestHostileConcurrentUnlockWithWaiters(t *testing.T) {
 		}()
 	}
 	waitLocalWaiters(t, c.Session(), name, waiters)
-	start := make(chan struct{})
-	errs := make(chan error, 8)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			<-start
-			errs <- l.Unlock(ctx)
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	ok := 0
-	for err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case !errors.Is(err, ErrUnlocked):
-			t.Fatalf("Unlock: %v", err)
-		}
-	}
-	if ok != 1 {
-		t.Fatalf("%d Unlock calls succeeded, want 1", ok)
-	}
+	unlockConcurrently(t, ctx, l, 8)
 	last := l.Token()
 	for i := range waiters {
 		next := waitFor(t, got, 5*time.Second, "a waiter")

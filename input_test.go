@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -107,29 +106,7 @@ func TestConcurrentUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- l.Unlock(ctx)
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	ok := 0
-	for err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case !errors.Is(err, ErrUnlocked):
-			t.Fatalf("Unlock: %v", err)
-		}
-	}
-	if ok != 1 {
-		t.Fatalf("%d Unlock calls succeeded, want 1", ok)
-	}
+	unlockConcurrently(t, ctx, l, 8)
 }
 
 // TestUnlockCancelledContext: Unlock with a dead ctx still ends the hold

@@ -2,9 +2,11 @@ package baton
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,4 +153,71 @@ func queuedLock(t testing.TB, c *Client, ctx context.Context, name string) <-cha
 	}()
 	waitFor(t, q, 5*time.Second, "the waiter to queue")
 	return got
+}
+
+// unlockConcurrently calls l.Unlock from n goroutines at once and fails
+// unless exactly one call succeeds and the others report ErrUnlocked.
+func unlockConcurrently(t *testing.T, ctx context.Context, l *Lock, n int) {
+	t.Helper()
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			errs <- l.Unlock(ctx)
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	ok := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, ErrUnlocked):
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d Unlock calls succeeded, want 1", ok)
+	}
+}
+
+// contend runs perClient goroutines on each client for d, each taking
+// name in turns (1 ms hold, 1 ms think), and returns how many times each
+// client acquired it and the total.
+func contend(t *testing.T, ctx context.Context, cs []*Client, name string, perClient int, d time.Duration) ([]int, int) {
+	t.Helper()
+	stop := time.Now().Add(d)
+	counts := make([]int, len(cs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for ci, c := range cs {
+		for range perClient {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					l, err := c.Lock(ctx, name)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					counts[ci]++
+					mu.Unlock()
+					time.Sleep(time.Millisecond) // hold
+					l.Unlock(ctx)
+					time.Sleep(time.Millisecond) // think
+				}
+			})
+		}
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	t.Logf("acquisitions per client: %v", counts)
+	return counts, total
 }

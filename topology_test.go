@@ -376,35 +376,7 @@ func TestClusterContention(t *testing.T) {
 	}
 	ctx := ctxTimeout(t, 30*time.Second)
 	name := uniqueName(t)
-	stop := time.Now().Add(time.Second)
-	var mu sync.Mutex
-	counts := make([]int, len(cs))
-	var wg sync.WaitGroup
-	for ci, c := range cs {
-		for range 4 {
-			wg.Go(func() {
-				for time.Now().Before(stop) {
-					l, err := c.Lock(ctx, name)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					counts[ci]++
-					mu.Unlock()
-					time.Sleep(time.Millisecond) // hold
-					l.Unlock(ctx)
-					time.Sleep(time.Millisecond) // think
-				}
-			})
-		}
-	}
-	wg.Wait()
-	total := 0
-	for _, n := range counts {
-		total += n
-	}
-	t.Logf("acquisitions per client: %v", counts)
+	counts, total := contend(t, ctx, cs, name, 4, time.Second)
 	// 1 ms holds for 1 s: a stalled hand-off shows as a few dozen.
 	if total < 200 {
 		t.Fatalf("%d acquisitions in 1 s of 1 ms holds", total)

@@ -152,37 +152,18 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, t lockers.Target, admin
 	gBase := runtime.NumGoroutine()
 
 	// Acquire all locks with bounded parallelism.
-	var (
-		mu        sync.Mutex
-		lockErrs  = map[string]int{}
-		acquired  atomic.Int64
-		next      atomic.Int64
-		wg        sync.WaitGroup
-		t0        = time.Now()
-		actx, acc = context.WithTimeout(ctx, holdingAcquireTimeout)
-	)
-	for w := 0; w < holdingParallelism; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || actx.Err() != nil {
-					return
-				}
-				u, err := l.Lock(actx, names[i])
-				if err != nil {
-					mu.Lock()
-					addCount(lockErrs, err.Error(), 1)
-					mu.Unlock()
-					continue
-				}
-				unlocks[i] = u
-				acquired.Add(1)
-			}
-		}()
-	}
-	if !waitTimeout(&wg, holdingAcquireTimeout+10*time.Second) {
+	var acquired atomic.Int64
+	t0 := time.Now()
+	actx, acc := context.WithTimeout(ctx, holdingAcquireTimeout)
+	lockErrs, done := parallel(actx, n, holdingAcquireTimeout+10*time.Second, func(i int) error {
+		u, err := l.Lock(actx, names[i])
+		if err == nil {
+			unlocks[i] = u
+			acquired.Add(1)
+		}
+		return err
+	})
+	if !done {
 		hm.Error = "Lock calls did not return within 10s after their context deadline; abandoned"
 		acc()
 		return hm
@@ -236,29 +217,13 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, t lockers.Target, admin
 	// Release everything.
 	t1 := time.Now()
 	uctx, ucc := context.WithTimeout(context.Background(), holdingUnlockTimeout)
-	unlockErrs := map[string]int{}
-	next.Store(0)
-	for w := 0; w < holdingParallelism; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || uctx.Err() != nil {
-					return
-				}
-				if unlocks[i] == nil {
-					continue
-				}
-				if err := unlocks[i](uctx); err != nil {
-					mu.Lock()
-					addCount(unlockErrs, err.Error(), 1)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	if !waitTimeout(&wg, holdingUnlockTimeout+10*time.Second) {
+	unlockErrs, done := parallel(uctx, n, holdingUnlockTimeout+10*time.Second, func(i int) error {
+		if unlocks[i] == nil {
+			return nil
+		}
+		return unlocks[i](uctx)
+	})
+	if !done {
 		hm.Error = "Unlock calls did not return within 10s after their context deadline; abandoned"
 		ucc()
 		return hm
@@ -384,4 +349,38 @@ func (hm *HoldingMetrics) perTick(d redisx.Delta, sizes []int64, events []netcou
 	} else {
 		hm.RoundTripsPerTick, hm.WritesPerTick, hm.PingsPerTick, hm.BytesPerTick = nan, nan, nan, nan
 	}
+}
+
+// parallel runs fn(i) for every i in [0, n) on holdingParallelism
+// goroutines until ctx ends, and counts fn's errors by message. done is
+// false when the goroutines were still running after wait (they are then
+// abandoned, and errs is nil).
+func parallel(ctx context.Context, n int, wait time.Duration, fn func(i int) error) (errs map[string]int, done bool) {
+	var (
+		mu     sync.Mutex
+		counts = map[string]int{}
+		next   atomic.Int64
+		wg     sync.WaitGroup
+	)
+	for w := 0; w < holdingParallelism; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					addCount(counts, err.Error(), 1)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	if !waitTimeout(&wg, wait) {
+		return nil, false
+	}
+	return counts, true
 }

@@ -403,24 +403,23 @@ func Run(ctx context.Context, cfg Config, fault func(ctx context.Context)) (Repo
 			return Report{}, fmt.Errorf("checker: reset counters: %w", err)
 		}
 	}
+	fail := func(err error) (Report, error) {
+		for _, c := range r.clients {
+			c.Close()
+		}
+		rc.Close()
+		return Report{}, err
+	}
 	for i := range cfg.Clients {
 		c, err := baton.New(cfg.Options(i))
 		if err != nil {
-			for _, c := range r.clients {
-				c.Close()
-			}
-			rc.Close()
-			return Report{}, fmt.Errorf("checker: client %d: %w", i, err)
+			return fail(fmt.Errorf("checker: client %d: %w", i, err))
 		}
 		r.clients = append(r.clients, c)
 		s := c.Session()
 		if cfg.TrySession {
 			if s, err = c.NewSession(baton.SessionOptions{}); err != nil {
-				for _, c := range r.clients {
-					c.Close()
-				}
-				rc.Close()
-				return Report{}, fmt.Errorf("checker: session of client %d: %w", i, err)
+				return fail(fmt.Errorf("checker: session of client %d: %w", i, err))
 			}
 		}
 		r.try = append(r.try, s)
