@@ -129,6 +129,23 @@ func lockOwner(t testing.TB, srv *redistest.Server, prefix, name string) string 
 
 // wantRedisErr fails unless err wraps a *rueidis.RedisError whose text
 // contains word, and says word itself.
+// wantRefused checks that Redis refuses name to c with a word error: TryLock
+// fails with it, and Lock (which gives up on a permanent error or retries
+// until its deadline) fails with it by a 300 ms deadline.
+func wantRefused(t *testing.T, ctx context.Context, c *Client, name, word string) {
+	t.Helper()
+	_, err := c.TryLock(ctx, name)
+	wantRedisErr(t, "TryLock", err, word)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Lock(short, name)
+	wantRedisErr(t, "Lock", err, word)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Lock took %v with a 300 ms deadline", d)
+	}
+}
+
 func wantRedisErr(t *testing.T, what string, err error, word string) {
 	t.Helper()
 	var re *rueidis.RedisError
@@ -229,24 +246,12 @@ func TestHostileNoScriptPermission(t *testing.T) {
 	ctx := ctxTimeout(t, 10*time.Second)
 	name := uniqueName(t)
 
-	_, err := c.TryLock(ctx, name)
-	wantRedisErr(t, "TryLock", err, "NOPERM")
-
-	// Lock either gives up on a permanent error or retries until its
-	// deadline; either way the error carries the NOPERM reply.
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err = c.Lock(short, name)
-	wantRedisErr(t, "Lock", err, "NOPERM")
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("Lock took %v with a 300 ms deadline", d)
-	}
+	wantRefused(t, ctx, c, name, "NOPERM")
 
 	ran := false
-	short2, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel2()
-	err = c.Do(short2, name, func(context.Context) error { ran = true; return nil })
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err := c.Do(short, name, func(context.Context) error { ran = true; return nil })
 	wantRedisErr(t, "Do", err, "NOPERM")
 	if ran {
 		t.Fatal("Do ran fn without the lock")
@@ -315,16 +320,7 @@ func TestHostileReadonlyReplica(t *testing.T) {
 	ctx := ctxTimeout(t, 10*time.Second)
 	name := uniqueName(t)
 
-	_, err := c.TryLock(ctx, name)
-	wantRedisErr(t, "TryLock", err, "READONLY")
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err = c.Lock(short, name) // gives up at once or at its deadline
-	wantRedisErr(t, "Lock", err, "READONLY")
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("Lock took %v with a 300 ms deadline", d)
-	}
+	wantRefused(t, ctx, c, name, "READONLY")
 	if n, _ := primary.Do(t, "DBSIZE").AsInt64(); n != 0 {
 		t.Fatalf("%d keys on the primary", n)
 	}
