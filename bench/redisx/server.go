@@ -39,8 +39,10 @@ func Start(ctx context.Context, binary string) (*Server, error) {
 }
 
 // StartReplica launches a redis-server that replicates primary
-// (--replicaof) and waits until INFO replication reports
-// master_link_status:up.
+// (--replicaof) and waits until a write on primary reaches it: after a
+// diskless full sync Redis 7 streams commands only once the replica's first
+// ACK arrives, up to a second after master_link_status says up, and WAIT
+// counts nothing from it until then.
 func StartReplica(ctx context.Context, binary, primary string) (*Server, error) {
 	host, port, err := net.SplitHostPort(primary)
 	if err != nil {
@@ -55,14 +57,20 @@ func StartReplica(ctx context.Context, binary, primary string) (*Server, error) 
 		return nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)
+	want := int64(-1) // the primary's offset after our write, once the link is up
 	for {
 		txt, err := rawCommand(s.Addr, "INFO", "replication")
-		if err == nil && strings.Contains(txt, "master_link_status:up") {
-			return s, nil
+		if err == nil && want < 0 && strings.Contains(txt, "master_link_status:up") {
+			want, err = writeOffset(primary)
+		}
+		if err == nil && want >= 0 {
+			if got, perr := strconv.ParseInt(infoField(txt, "slave_repl_offset"), 10, 64); perr == nil && got >= want {
+				return s, nil
+			}
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			return nil, fmt.Errorf("replica %s: master_link_status not up within 30s (last: %v)", s.Addr, firstLine(txt, err))
+			return nil, fmt.Errorf("replica %s: not streaming from %s within 30s (last: %v)", s.Addr, primary, firstLine(txt, err))
 		}
 		select {
 		case <-ctx.Done():
@@ -71,6 +79,22 @@ func StartReplica(ctx context.Context, binary, primary string) (*Server, error) 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// writeOffset writes (and removes) a key on primary and returns the
+// replication offset that covers the write.
+func writeOffset(primary string) (int64, error) {
+	if _, err := rawCommand(primary, "SET", "redisx:stream", "1"); err != nil {
+		return -1, err
+	}
+	txt, err := rawCommand(primary, "INFO", "replication")
+	if err != nil {
+		return -1, err
+	}
+	if _, err := rawCommand(primary, "DEL", "redisx:stream"); err != nil {
+		return -1, err
+	}
+	return strconv.ParseInt(infoField(txt, "master_repl_offset"), 10, 64)
 }
 
 // startServer runs redis-server on port with the benchmark's settings plus
