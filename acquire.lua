@@ -1,17 +1,20 @@
 -- KEYS: lock, queue, deadlines
 -- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name
--- Returns {1, fence} when acquired,
+-- Returns the fence when acquired (a number, or {1, fence} off the fast path),
 --         {0, wait ms, a fence no older grant to us can exceed, queue position or -1} when busy.
+local v = redis.call('GET', KEYS[1])
+if v and string.byte(v, 1) == 126 then
+  -- The common case, first, before the helpers are made: free ("~fence"),
+  -- so nobody is queued. The last fence plus one needs no clock: fences
+  -- never run ahead of the server's clock in µs (see fence), and no two
+  -- acquisitions of a name fall within one µs.
+  local f = tonumber(string.sub(v, 2)) + 1
+  redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%.0f', f), 'PX', ARGV[2])
+  return f
+end
+--@common
 local k, q, d = KEYS[1], KEYS[2], KEYS[3]
 local member, lease, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
-
-local v = redis.call('GET', k)
-if v and string.byte(v, 1) == 126 then
-  -- The common case, first: free ("~fence"), so nobody is queued.
-  local f = fence(tonumber(string.sub(v, 2)))
-  redis.call('SET', k, member .. ':' .. fmt(f), 'PX', ARGV[2])
-  return {1, f}
-end
 local owner, last = parse(v)
 if owner and owner ~= member then
   local pos = -1

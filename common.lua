@@ -1,7 +1,8 @@
--- Shared helpers, prepended to every script.
+-- Shared helpers, put where a script says --@common (else at its top):
+-- making them costs every call, so fast paths run before.
 -- The lock key holds "<member>:<fence>" while held and "~<fence>" while
--- free (with a TTL of an hour), so it always carries the last fence issued
--- and, when free, says that nobody is queued. Queue keys q (list of
+-- free (with the TTL left of the last lease, or an hour), so it carries the
+-- last fence issued while it lasts and, when free, says that nobody is queued. Queue keys q (list of
 -- members) and d (hash member -> "<deadline ms>:<lease ms>") share the
 -- key's {name} hash tag.
 
@@ -86,7 +87,7 @@ local function release(k, q, d, last, skip, via, name)
       end
     end
   end
-  redis.call('SET', k, '~' .. fmt(last), 'PX', 3600000)
+  redis.call('SET', k, '~' .. fmt(last), 'PX', '3600000')
   return nil
 end
 

@@ -164,7 +164,7 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 	sent := time.Now()
 	first := sent
 	res, _ := run(ctx, rc, pipe{}, releaseScript, ns.keys.list(), args)
-	vals, err := res.AsIntSlice()
+	vals, _, err := scriptInts(res)
 	// Try again after passing failures: a dropped connection (rueidis keeps
 	// several, each of which may have been cut) or a slot in migration
 	// (TRYAGAIN). A dropped connection loses the reply, not necessarily the
@@ -178,7 +178,7 @@ func (s *Session) releaseHold(ctx context.Context, ns *nameState, h *hold, linge
 		}
 		sent = time.Now()
 		res, _ = run(ctx, rc, pipe{}, releaseScript, ns.keys.list(), args)
-		vals, err = res.AsIntSlice()
+		vals, _, err = scriptInts(res)
 		if err == nil && maybeRan && len(vals) > 0 && vals[0] == -1 {
 			vals[0] = 0
 		}

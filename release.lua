@@ -4,18 +4,22 @@
 -- lock for them when nobody else waits. Mode "2" (linger): when the lock
 -- goes to another session, queue this one too, with a deadline of linger ms,
 -- betting that it will want the lock again soon. Mode "0": just release.
--- Returns {-1} when the lock is not ours, {0} when marked free,
+-- Returns -1 when the lock is not ours, 0 when marked free (numbers, to
+--         spare the common cases a table),
 --         {1, lingering (0/1)} when granted to another session,
 --         {2, fence} when kept for another waiter of this session.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if ARGV[4] == '0' and not redis.call('LINDEX', KEYS[2], 0) then
+  -- The common case, first, before the helpers are made: nobody queued.
+  -- The free marker keeps the fence as written (the token is member:fence)
+  -- and the lease's TTL: once it expires, fences go on from the clock.
+  redis.call('SET', KEYS[1], '~' .. string.sub(ARGV[1], #ARGV[2] + 2), 'KEEPTTL')
+  return 0
+end
+--@common
 local k, q, d = KEYS[1], KEYS[2], KEYS[3]
 local token, member, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
-if redis.call('GET', k) ~= token then return {-1} end
 local mode = ARGV[4]
-if mode == '0' and not redis.call('LINDEX', q, 0) then
-  -- The common case, first: nobody queued. Keep the fence as it is written.
-  redis.call('SET', k, '~' .. string.match(token, ':(%d+)$'), 'PX', 3600000)
-  return {0}
-end
 local _, last = parse(token)
 if mode == '1' then
   if release(k, q, d, last, member, ARGV[5], ARGV[6]) then

@@ -10,7 +10,7 @@ for i = 1, #ARGV, 3 do
   local kind, val, lease = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   if kind == 'h' then
     if redis.call('GET', KEYS[k]) == val then
-      redis.call('PEXPIRE', KEYS[k], lease)
+      redis.call('PEXPIRE', KEYS[k], ARGV[i + 2])
       out[#out + 1] = 1
     else
       out[#out + 1] = 0

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -37,8 +38,13 @@ type script struct {
 	src, sha string
 }
 
+// newScript puts the shared helpers where body says --@common, or at its
+// top.
 func newScript(body string) *script {
 	src := commonLua + body
+	if before, after, ok := strings.Cut(body, "--@common\n"); ok {
+		src = before + commonLua + after
+	}
 	sum := sha1.Sum([]byte(src))
 	return &script{src: src, sha: hex.EncodeToString(sum[:])}
 }
@@ -202,4 +208,15 @@ func run(ctx context.Context, rc rueidis.Client, p pipe, s *script, keys, args [
 	}
 	res, acked := runMulti(ctx, rc, p, call{s, keys, args})
 	return res[0], acked
+}
+
+// scriptInts reads a script's reply: an array of integers, or the single
+// integer a fast path returns (a table costs Lua more), as one of one.
+func scriptInts(res rueidis.RedisResult) (vals []int64, single bool, err error) {
+	if m, merr := res.ToMessage(); merr == nil && m.IsInt64() {
+		n, _ := m.AsInt64()
+		return []int64{n}, true, nil
+	}
+	vals, err = res.AsIntSlice()
+	return vals, false, err
 }

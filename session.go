@@ -680,7 +680,10 @@ func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait, track bo
 		// and is taken again under a new fence.
 		res, acked = run(ctx, rc, p, acquireScript, ns.keys.list(), args)
 	}
-	vals, err := res.AsIntSlice()
+	vals, single, err := scriptInts(res)
+	if single {
+		vals = []int64{1, vals[0]} // the fast path's reply: acquired, with this fence
+	}
 	switch {
 	case err != nil:
 		return attempt{}, err
