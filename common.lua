@@ -1,8 +1,8 @@
 -- Shared helpers, put where a script says --@common (else at its top):
 -- making them costs every call, so fast paths run before.
 -- The lock key holds "<member>:<fence>" while held and "~<fence>" while
--- free (with the TTL left of the last lease, or an hour), so it carries the
--- last fence issued while it lasts and, when free, says that nobody is queued. Queue keys q (list of
+-- free (with a TTL of an hour), so it always carries the last fence issued
+-- and, when free, says that nobody is queued. Queue keys q (list of
 -- members) and d (hash member -> "<deadline ms>:<lease ms>") share the
 -- key's {name} hash tag.
 

@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -144,5 +145,52 @@ func TestWaiterWokenByRelease(t *testing.T) {
 			}
 			lb.Unlock(ctx)
 		})
+	}
+}
+
+// TestFencesStayBehindServerClock: the next fence of a free name is the
+// last one plus one, without asking the clock, and that keeps fences at or
+// below the server's clock in µs; so when the key is lost and the next fence
+// comes from the clock, it is still higher. The free marker keeps the last
+// fence for an hour, longer than any lease.
+func TestFencesStayBehindServerClock(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 30*time.Second)
+	name := uniqueName(t)
+	key := "baton:{" + name + "}"
+	var last uint64
+	for i := 0; i < 500; i++ {
+		l, err := c.TryLock(ctx, name)
+		if err != nil {
+			t.Fatalf("TryLock %d: %v", i, err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("TryLock %d: token %d after %d", i, l.Token(), last)
+		}
+		last = l.Token()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock %d: %v", i, err)
+		}
+	}
+	tm, err := srv.Do(t, "TIME").AsStrSlice()
+	if err != nil || len(tm) != 2 {
+		t.Fatalf("TIME: %v %v", tm, err)
+	}
+	sec, _ := strconv.ParseUint(tm[0], 10, 64)
+	usec, _ := strconv.ParseUint(tm[1], 10, 64)
+	if fence, clock := last/1024, sec*1_000_000+usec; fence > clock {
+		t.Fatalf("fence %d is ahead of the server clock %d µs", fence, clock)
+	}
+	if pttl, _ := srv.Do(t, "PTTL", key).AsInt64(); pttl <= DefaultLeaseTTL.Milliseconds() {
+		t.Fatalf("free marker PTTL %d ms, want more than a lease", pttl)
+	}
+	srv.Do(t, "DEL", key)
+	l, err := c.TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("TryLock after the key was lost: %v", err)
+	}
+	if l.Token() <= last {
+		t.Fatalf("token %d after losing the key, not above %d", l.Token(), last)
 	}
 }

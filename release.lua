@@ -11,9 +11,8 @@
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 if ARGV[4] == '0' and not redis.call('LINDEX', KEYS[2], 0) then
   -- The common case, first, before the helpers are made: nobody queued.
-  -- The free marker keeps the fence as written (the token is member:fence)
-  -- and the lease's TTL: once it expires, fences go on from the clock.
-  redis.call('SET', KEYS[1], '~' .. string.sub(ARGV[1], #ARGV[2] + 2), 'KEEPTTL')
+  -- The free marker keeps the fence as written (the token is member:fence).
+  redis.call('SET', KEYS[1], '~' .. string.sub(ARGV[1], #ARGV[2] + 2), 'PX', '3600000')
   return 0
 end
 --@common
