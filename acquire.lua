@@ -5,10 +5,12 @@
 local v = redis.call('GET', KEYS[1])
 if v and string.byte(v, 1) == 126 then
   -- The common case, first, before the helpers are made: free ("~fence"),
-  -- so nobody is queued. The last fence plus one needs no clock: fences
-  -- never run ahead of the server's clock in µs (see fence), and no two
-  -- acquisitions of a name fall within one µs.
+  -- so nobody is queued. The fence is fence(last), inline: the clock is not
+  -- optional, as a marker rolled back by a failover holds an old fence.
+  local t = redis.call('TIME')
   local f = tonumber(string.sub(v, 2)) + 1
+  local us = t[1] * 1000000 + t[2]
+  if us > f then f = us end
   redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%.0f', f), 'PX', ARGV[2])
   return f
 end

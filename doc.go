@@ -54,13 +54,12 @@
 // less a third of the lease for delivery, until its first renewal confirms.
 //
 // Fencing tokens rise strictly on every acquisition of a name by any client.
-// A free name's next fence is last+1, read from its released key (which
-// stays an hour as a "~<fence>" marker); a grant, or a name whose key is
-// gone, gets max(last+1, server clock in µs). Fences never run ahead of that
-// clock, as no two acquisitions fall within one µs. The token is fence*1024
-// plus the number of local hand-offs since; so tokens keep rising when Redis
-// loses the key (restart without persistence, failover, expiry), as long as
-// the server clock does not go back. With asynchronous replication, a
+// Redis issues a fence of max(last+1, server clock in µs), where last is
+// read from the lock key (a released key stays an hour as a "~<fence>"
+// marker), and the token is fence*1024 plus the number of local hand-offs
+// since; so tokens keep rising when Redis loses the key or rolls it back to
+// an older marker (restart without persistence, failover, expiry), as long
+// as the server clock does not go back. With asynchronous replication, a
 // failover can lose a lock that was granted but not yet replicated, and two
 // holders may then overlap: a storage layer that rejects tokens below the
 // highest it has seen still refuses the stale holder's writes.

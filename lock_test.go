@@ -148,19 +148,20 @@ func TestWaiterWokenByRelease(t *testing.T) {
 	}
 }
 
-// TestFencesStayBehindServerClock: the next fence of a free name is the
-// last one plus one, without asking the clock, and that keeps fences at or
-// below the server's clock in µs; so when the key is lost and the next fence
-// comes from the clock, it is still higher. The free marker keeps the last
-// fence for an hour, longer than any lease.
-func TestFencesStayBehindServerClock(t *testing.T) {
+// TestTokensRiseAfterRollback: tokens keep rising when the lock key goes
+// back to an older free marker (a failover to a replica that missed the last
+// releases) and when it is lost; fences stay at or below the server's clock
+// in µs, which is what makes the lost key safe, and the free marker outlives
+// any lease.
+func TestTokensRiseAfterRollback(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 30*time.Second)
 	name := uniqueName(t)
 	key := "baton:{" + name + "}"
 	var last uint64
-	for i := 0; i < 500; i++ {
+	var old string
+	for i := 0; i < 200; i++ {
 		l, err := c.TryLock(ctx, name)
 		if err != nil {
 			t.Fatalf("TryLock %d: %v", i, err)
@@ -171,6 +172,9 @@ func TestFencesStayBehindServerClock(t *testing.T) {
 		last = l.Token()
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock %d: %v", i, err)
+		}
+		if i == 0 {
+			old, _ = srv.Do(t, "GET", key).ToString()
 		}
 	}
 	tm, err := srv.Do(t, "TIME").AsStrSlice()
@@ -185,12 +189,24 @@ func TestFencesStayBehindServerClock(t *testing.T) {
 	if pttl, _ := srv.Do(t, "PTTL", key).AsInt64(); pttl <= DefaultLeaseTTL.Milliseconds() {
 		t.Fatalf("free marker PTTL %d ms, want more than a lease", pttl)
 	}
-	srv.Do(t, "DEL", key)
-	l, err := c.TryLock(ctx, name)
-	if err != nil {
-		t.Fatalf("TryLock after the key was lost: %v", err)
-	}
-	if l.Token() <= last {
-		t.Fatalf("token %d after losing the key, not above %d", l.Token(), last)
+	for _, fault := range []struct {
+		what string
+		cmd  []string
+	}{
+		{"rolled back to the first marker " + old, []string{"SET", key, old, "PX", "3600000"}},
+		{"lost", []string{"DEL", key}},
+	} {
+		srv.Do(t, fault.cmd...)
+		l, err := c.TryLock(ctx, name)
+		if err != nil {
+			t.Fatalf("TryLock after the key was %s: %v", fault.what, err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("token %d after the key was %s, not above %d", l.Token(), fault.what, last)
+		}
+		last = l.Token()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
 	}
 }
