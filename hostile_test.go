@@ -888,18 +888,8 @@ func TestNoHandoffAfterDataLoss(t *testing.T) {
 	srv.Do(t, "FLUSHALL") // Redis loses every lock
 	// Wait until a has heard of the flush (tracking pushes it).
 	s := a.Session()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		s.mu.Lock()
-		suspect := s.names[name].held.suspect
-		s.mu.Unlock()
-		if suspect {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a never heard of the flush")
-		}
-		time.Sleep(time.Millisecond) // polls state, orders nothing
-	}
+	waitSession(t, s, func() bool { return s.names[name].held.suspect },
+		func() string { return "a never heard of the flush" })
 	lb, err := b.TryLock(ctx, name)
 	if err != nil {
 		t.Fatalf("TryLock after the data loss: %v", err)
@@ -1013,19 +1003,8 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 // script for name is in flight.
 func waitBusy(t *testing.T, s *Session, name string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s.mu.Lock()
-		busy := s.names[name] != nil && s.names[name].busy
-		s.mu.Unlock()
-		if busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no acquire in flight")
-		}
-		time.Sleep(time.Millisecond) // polls state, orders nothing
-	}
+	waitSession(t, s, func() bool { return s.names[name] != nil && s.names[name].busy },
+		func() string { return "no acquire in flight" })
 }
 
 // TestBug_TryLockSharesItsLockWithAWaiter: mutual exclusion breaks inside

@@ -95,19 +95,8 @@ func TestLingerLapses(t *testing.T) {
 	const lease = 300 * time.Millisecond // linger 150 ms, ticks every 100 ms
 	name, b, lc := lingerSetup(t, srv, lease)
 	s := b.Session()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s.mu.Lock()
-		ns := s.names[name]
-		s.mu.Unlock()
-		if ns == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("b never forgot its lapsed linger")
-		}
-		time.Sleep(10 * time.Millisecond) // polls state, orders nothing
-	}
+	waitSession(t, s, func() bool { return s.names[name] == nil },
+		func() string { return "b never forgot its lapsed linger" })
 	ctx := ctxTimeout(t, 5*time.Second)
 	if err := lc.Unlock(ctx); err != nil {
 		t.Fatal(err)

@@ -177,12 +177,8 @@ func (c *Client) subscribe() {
 			default:
 			}
 		}
-		t := time.NewTimer(bo.NextBackOff())
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if pause(ctx, bo.NextBackOff()); ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
 	}
 }
@@ -234,12 +230,8 @@ func (s *Session) subscribeGrants(ns *nameState) *shardSub {
 				s.mu.Unlock()
 			})
 			c.rc.Receive(hctx, c.rc.B().Ssubscribe().Channel(grantChannel(c.prefix, ns.name)).Build(), c.onMessage)
-			t := time.NewTimer(bo.NextBackOff())
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if pause(ctx, bo.NextBackOff()); ctx.Err() != nil {
 				return
-			case <-t.C:
 			}
 		}
 	}()

@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,21 +80,32 @@ func TestWaitDeadline(t *testing.T) {
 // until name has n local waiters.
 func waitLocalWaiters(t *testing.T, s *Session, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s.mu.Lock()
-		got := 0
+	got := 0
+	waitSession(t, s, func() bool {
+		got = 0
 		if ns := s.names[name]; ns != nil {
 			got = len(ns.waiters)
 		}
+		return got == n
+	}, func() string { return fmt.Sprintf("%d local waiters, want %d", got, n) })
+}
+
+// waitSession polls ok, under s.mu, until it holds, and fails with what()
+// after 5 s. It observes state; it orders nothing.
+func waitSession(t *testing.T, s *Session, ok func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		done := ok()
 		s.mu.Unlock()
-		if got == n {
+		if done {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d local waiters, want %d", got, n)
+			t.Fatal(what())
 		}
-		time.Sleep(time.Millisecond) // polls state, orders nothing
+		time.Sleep(time.Millisecond)
 	}
 }
 
