@@ -1,14 +1,17 @@
 -- KEYS: lock, queue, deadlines
 -- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name
 -- Returns the fence when acquired (a number, or {1, fence} off the fast path),
---         {0, wait ms, a fence no older grant to us can exceed, queue position or -1} when busy.
+--         {3, fence} when the key named us already (kept as it is, with a full lease),
+--         {0, wait ms, a fence no older grant to us can exceed, queue position or -1} when busy,
+--         an error "BATONFOREIGN <value>" when the key holds a value baton did not write.
 local v = redis.call('GET', KEYS[1])
-if v and string.byte(v, 1) == 126 then
+local marker = v and string.byte(v, 1) == 126 and tonumber(string.sub(v, 2))
+if marker then
   -- The common case, first, before the helpers are made: free ("~fence"),
   -- so nobody is queued. The fence is fence(last), inline: the clock is not
   -- optional, as a marker rolled back by a failover holds an old fence.
   local t = redis.call('TIME')
-  local f = tonumber(string.sub(v, 2)) + 1
+  local f = marker + 1
   local us = t[1] * 1000000 + t[2]
   if us > f then f = us end
   redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%.0f', f), 'PX', ARGV[2])
@@ -18,12 +21,15 @@ end
 local k, q, d = KEYS[1], KEYS[2], KEYS[3]
 local member, lease, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
 local owner, last = parse(v)
+if owner == false then
+  return redis.error_reply('BATONFOREIGN ' .. string.format('%q', string.sub(v, 1, 64)))
+end
 if owner and owner ~= member then
   local pos = -1
   if wait then pos = enqueue(q, d, member, lease) end
   return {0, redis.call('PTTL', k), last, pos}
 end
-if owner == nil and v == nil then
+if not v then
   -- No key: free, but sessions may be queued (their holder crashed, or the
   -- key was deleted). The first live one gets it now.
   local h = head(q, d)
@@ -38,11 +44,14 @@ if owner == nil and v == nil then
     redis.call('HDEL', d, h)
   end
 elseif owner == member then
-  -- Granted to us by a release whose message we have not handled, or left
-  -- by a release of ours that failed. Callers ask only while no local holder
-  -- exists, so take it under a fresh token.
+  -- Granted to us by a release whose message we have not read, left by a
+  -- release of ours that failed, or taken by an attempt of ours that ran
+  -- late (its caller had gone): keep it as it is, with a full lease. A late
+  -- attempt must never change the token of a hold in use.
   redis.call('LREM', q, 0, member)
   redis.call('HDEL', d, member)
+  redis.call('PEXPIRE', k, ARGV[2])
+  return {3, last}
 end
 -- A free marker ("~fence") means nobody is queued.
 local f = fence(last)

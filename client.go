@@ -95,9 +95,9 @@ type Client struct {
 	bg      context.Context    // cancelled by Close: stops the goroutines below
 	stop    context.CancelFunc // cancels bg
 	closing <-chan struct{}    // bg.Done()
-	wg      sync.WaitGroup     // renewal loop, subscriber, janitor
+	wg      sync.WaitGroup     // renewal loop, subscriber, background calls, grant subscriptions
+	stopped bool               // guarded by mu: spawn starts nothing more
 	renewC  chan struct{}      // size 1: asks the renewal loop to look again
-	janitor chan chore         // grants nobody wants, to hand on
 	subOK   chan struct{}      // closed once the grant channel is subscribed
 	subErr  chan error         // size 1: why subscribing failed before subOK
 
@@ -107,7 +107,7 @@ type Client struct {
 }
 
 // New connects to Redis and starts the client's background goroutines (one
-// renewal loop, one subscriber, one janitor). It fails when Redis is
+// renewal loop, one subscriber). It fails when Redis is
 // unreachable or an option is out of range.
 func New(opt Options) (*Client, error) {
 	if opt.KeyPrefix == "" {
@@ -133,6 +133,9 @@ func New(opt Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: MinReplicas %d is negative", ErrInvalidOptions, opt.MinReplicas)
 	case opt.ReplicaTimeout < 0 || opt.ReplicaTimeout > opt.LeaseTTL/3:
 		return nil, fmt.Errorf("%w: ReplicaTimeout %v out of range [0, LeaseTTL/3]", ErrInvalidOptions, opt.ReplicaTimeout)
+	case opt.ReplicaTimeout > 0 && opt.ReplicaTimeout < time.Millisecond:
+		// WAIT takes milliseconds, and WAIT n 0 waits forever.
+		return nil, fmt.Errorf("%w: ReplicaTimeout %v is below 1ms", ErrInvalidOptions, opt.ReplicaTimeout)
 	case opt.ReplicaTimeout == 0:
 		opt.ReplicaTimeout = min(100*time.Millisecond, opt.LeaseTTL/3)
 	}
@@ -148,7 +151,6 @@ func New(opt Options) (*Client, error) {
 		id:             hex.EncodeToString(raw[:]),
 		sessions:       make(map[string]*Session),
 		renewC:         make(chan struct{}, 1),
-		janitor:        make(chan chore, 1024),
 		subOK:          make(chan struct{}),
 		subErr:         make(chan error, 1),
 	}
@@ -192,10 +194,9 @@ func New(opt Options) (*Client, error) {
 	c.sharded = rc.Mode() == rueidis.ClientModeCluster
 	c.def = c.newSession(opt.LeaseTTL)
 
-	c.wg.Add(3)
+	c.wg.Add(2)
 	go c.renewLoop()
 	go c.subscribe()
-	go c.janitorLoop()
 	// Grants must not be published before we listen for them.
 	t := time.NewTimer(max(5*time.Second, opt.LeaseTTL))
 	defer t.Stop()
@@ -257,6 +258,9 @@ func (c *Client) NewSession(opt SessionOptions) (*Session, error) {
 	if err := checkLease("SessionOptions.LeaseTTL", opt.LeaseTTL); err != nil {
 		return nil, err
 	}
+	if c.replicas > 0 && c.replicaTimeout > opt.LeaseTTL/3 {
+		return nil, fmt.Errorf("%w: SessionOptions.LeaseTTL %v is shorter than 3 x ReplicaTimeout (%v)", ErrInvalidOptions, opt.LeaseTTL, c.replicaTimeout)
+	}
 	s := c.newSession(opt.LeaseTTL)
 	if s == nil {
 		return nil, ErrClosed
@@ -273,14 +277,21 @@ func (c *Client) newSession(lease time.Duration) *Session {
 	}
 	c.nsess++
 	s := &Session{
-		c:        c,
-		member:   c.id + "-" + strconv.Itoa(c.nsess),
-		lease:    lease,
+		c: c,
+		rules: rules{
+			member:  c.id + "-" + strconv.Itoa(c.nsess),
+			lease:   lease,
+			margin:  lease/30 + 10*time.Millisecond,
+			cohort:  c.cohort,
+			confirm: c.replicas > 0,
+			sharded: c.sharded,
+			stats:   &c.stats,
+		},
 		leaseMs:  strconv.FormatInt(lease.Milliseconds(), 10),
 		lingerMs: strconv.FormatInt((lease / 2).Milliseconds(), 10),
-		margin:   lease/30 + 10*time.Millisecond,
-		names:    make(map[string]*nameState),
+		names:    make(map[string]*name),
 		done:     make(chan struct{}),
+		quiet:    make(chan struct{}, 1),
 	}
 	c.sessions[s.member] = s
 	c.kickRenewal()
@@ -314,9 +325,35 @@ func (c *Client) enter() bool {
 	return true
 }
 
-// Close releases every held lock, fails every waiter with ErrClosed, stops
-// the client's goroutines and waits for them, and closes the Redis client.
-// Later calls return ErrClosed; closing twice is harmless.
+// spawn runs f in a goroutine that Close waits for, with a context that
+// ends with the client, unless the client has stopped. It reports whether
+// f runs.
+func (c *Client) spawn(f func(ctx context.Context)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f(c.bg)
+	}()
+	return true
+}
+
+func (c *Client) dropSession(s *Session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.sessions, s.member)
+}
+
+// Close releases every held lock, leaves every Redis queue, fails every
+// waiter with ErrClosed, stops the client's goroutines and waits for them,
+// and closes the Redis clients. Sessions close in parallel, so Close
+// returns within about the longest lease, whatever the number of names and
+// sessions and the state of Redis. Later calls return ErrClosed; closing
+// twice is harmless.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -325,15 +362,40 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	var errs []error
-	for _, s := range c.allSessions() {
-		errs = append(errs, s.Close())
+	ss := c.allSessions()
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	longest := time.Duration(0)
+	for i, s := range ss {
+		longest = max(longest, s.lease)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Close()
+		}()
 	}
-	c.calls.Wait()
+	wg.Wait()
+	// Lock and TryLock calls end at Close (their sessions are done) unless
+	// a round trip hangs: closing the Redis clients ends those.
+	calls := make(chan struct{})
+	go func() {
+		c.calls.Wait()
+		close(calls)
+	}()
+	t := time.NewTimer(longest)
+	select {
+	case <-calls:
+	case <-t.C:
+	}
+	t.Stop()
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
 	c.stop()
-	c.wg.Wait()
 	c.rc.Close()
 	c.cc.Close()
+	<-calls
+	c.wg.Wait()
 	return errors.Join(errs...)
 }
 

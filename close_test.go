@@ -28,7 +28,7 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qa := queued(a)
+	qa := onQueue(a)
 	errs := make(chan error, 2)
 	for i := 0; i < 2; i++ {
 		go func() {

@@ -41,21 +41,23 @@ local function head(q, d)
   end
 end
 
+-- keep makes key live at least ttl ms more, never shortening it: sessions
+-- with different leases share a queue, and the shortest must not expire
+-- the others' entries.
+local function keep(key, ttl)
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+
 -- enqueue puts member at the tail (once) with a deadline ttl ms from now
--- (default: its lease) and returns its 0-based position.
+-- (default: its lease) and returns its 0-based position. A queue vanishes
+-- if all its waiters do; waiting sessions refresh it with their entries.
 local function enqueue(q, d, member, lease, ttl)
   local fresh = redis.call('HSET', d, member, fmt(now() + (ttl or lease)) .. ':' .. lease) == 1
   local pos = nil
   if not fresh then pos = redis.call('LPOS', q, member) end
-  if not pos then
-    pos = redis.call('RPUSH', q, member) - 1
-    if pos == 0 then
-      -- A new queue vanishes if all its waiters do; waiting sessions
-      -- refresh it with their entries.
-      redis.call('PEXPIRE', q, 2 * lease)
-      redis.call('PEXPIRE', d, 2 * lease)
-    end
-  end
+  if not pos then pos = redis.call('RPUSH', q, member) - 1 end
+  keep(q, 2 * lease)
+  keep(d, 2 * lease)
   return pos
 end
 
@@ -91,10 +93,13 @@ local function release(k, q, d, last, skip, via, name)
   return nil
 end
 
--- parse splits a lock value into its owner member (nil when free) and fence.
+-- parse splits a lock value into its owner member (nil when free) and
+-- fence; the owner is false for a value baton did not write.
 local function parse(v)
   if not v then return nil, nil end
-  if string.sub(v, 1, 1) == '~' then return nil, tonumber(string.sub(v, 2)) end
-  local m, f = string.match(v, '^(.*):(%d+)$')
-  return m, tonumber(f)
+  local f = string.match(v, '^~(%d+)$')
+  if f then return nil, tonumber(f) end
+  local m, g = string.match(v, '^(%x+%-%d+):(%d+)$')
+  if m then return m, tonumber(g) end
+  return false, nil
 end

@@ -32,7 +32,7 @@ func TestHolderCrash(t *testing.T) {
 		t.Fatalf("child: %q %v", line, err)
 	}
 	b := newClient(t, srv, Options{})
-	qb := queued(b)
+	qb := onQueue(b)
 	ctx := ctxTimeout(t, 10*time.Second)
 	got := make(chan error, 1)
 	go func() {

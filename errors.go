@@ -26,7 +26,12 @@ var (
 	// acquisition was undone.
 	ErrNotReplicated = errors.New("baton: not acknowledged by enough replicas")
 
-	// ErrInvalidName means a lock name was empty or too long.
+	// ErrForeignValue means a lock key holds a value that baton did not
+	// write: the name is not free, and baton leaves the value as it is.
+	ErrForeignValue = errors.New("baton: key holds a value not written by baton")
+
+	// ErrInvalidName means a lock name was empty, too long, or began
+	// with '}'.
 	ErrInvalidName = errors.New("baton: invalid lock name")
 
 	// ErrInvalidOptions means Options or SessionOptions hold a value out of

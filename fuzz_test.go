@@ -186,7 +186,7 @@ func TestAwkwardNames(t *testing.T) {
 		// key back to the name. A waiter's first attempt is not tracked;
 		// recheckAll (what a reconnect runs) makes it look again, tracked.
 		got2 := queuedLock(t, a, ctx, name)
-		qa := queued(a)
+		qa := onQueue(a)
 		a.recheckAll()
 		waitFor(t, qa, 5*time.Second, "a to look again after the kill")
 		start = time.Now()

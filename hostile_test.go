@@ -888,7 +888,7 @@ func TestNoHandoffAfterDataLoss(t *testing.T) {
 	srv.Do(t, "FLUSHALL") // Redis loses every lock
 	// Wait until a has heard of the flush (tracking pushes it).
 	s := a.Session()
-	waitSession(t, s, func() bool { return s.names[name].held.suspect },
+	waitSession(t, s, func() bool { n := s.names[name]; return n != nil && n.st == held && n.hold.suspect },
 		func() string { return "a never heard of the flush" })
 	lb, err := b.TryLock(ctx, name)
 	if err != nil {
@@ -941,7 +941,7 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		qa := queued(a)
+		qa := onQueue(a)
 		slept := stall(t, srv, time.Second)
 		got := make(chan *Lock, 1)
 		go func() {
@@ -1003,7 +1003,7 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 // script for name is in flight.
 func waitBusy(t *testing.T, s *Session, name string) {
 	t.Helper()
-	waitSession(t, s, func() bool { return s.names[name] != nil && s.names[name].busy },
+	waitSession(t, s, func() bool { return s.names[name] != nil && s.names[name].st == acquiring },
 		func() string { return "no acquire in flight" })
 }
 

@@ -44,7 +44,7 @@ func TestLingerComesBack(t *testing.T) {
 	srv := redistest.Start(t)
 	name, b, lc := lingerSetup(t, srv, 10*time.Second)
 	ctx := ctxTimeout(t, 10*time.Second)
-	qb := queued(b)
+	qb := onQueue(b)
 	bGot := make(chan error, 1)
 	go func() {
 		l, err := b.Lock(ctx, name)

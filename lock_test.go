@@ -111,7 +111,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 			b := newClient(t, srv, tc.opt)
 			ctx := ctxTimeout(t, 10*time.Second)
 			name := uniqueName(t)
-			qb := queued(b)
+			qb := onQueue(b)
 
 			la, err := a.Lock(ctx, name)
 			if err != nil {

@@ -228,7 +228,7 @@ func TestGrantedLockLostBeforeExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb := queued(b)
+	qb := onQueue(b)
 	go b.Lock(ctx, other) // ends with ctx
 	waitFor(t, qb, 5*time.Second, "b to queue on other")
 	got := make(chan *Lock, 1)

@@ -58,7 +58,7 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 
 // queued returns a channel that receives the lock name each time a waiter of
 // c goes to sleep in the Redis queue.
-func queued(c *Client) <-chan string {
+func onQueue(c *Client) <-chan string {
 	ch := make(chan string, 64)
 	c.onQueued = func(name string, _ int64) {
 		select {
@@ -124,7 +124,7 @@ func lockHeld(t testing.TB, srv interface {
 // gets the error of Lock, or else of Unlock.
 func queuedWaiter(t testing.TB, c *Client, ctx context.Context, name string) <-chan error {
 	t.Helper()
-	q := queued(c)
+	q := onQueue(c)
 	got := make(chan error, 1)
 	go func() {
 		l, err := c.Lock(ctx, name)
@@ -142,7 +142,7 @@ func queuedWaiter(t testing.TB, c *Client, ctx context.Context, name string) <-c
 // error, which fails the test).
 func queuedLock(t testing.TB, c *Client, ctx context.Context, name string) <-chan *Lock {
 	t.Helper()
-	q := queued(c)
+	q := onQueue(c)
 	got := make(chan *Lock, 1)
 	go func() {
 		l, err := c.Lock(ctx, name)

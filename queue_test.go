@@ -48,7 +48,7 @@ func TestCohortBound(t *testing.T) {
 		go take(a, fmt.Sprintf("a%d", i))
 	}
 	waitLocalWaiters(t, a.Session(), name, local)
-	qb := queued(b)
+	qb := onQueue(b)
 	wg.Add(1)
 	go take(b, "b")
 	waitFor(t, qb, 5*time.Second, "b to queue")
@@ -136,7 +136,7 @@ func TestGrantToWaiterThatGaveUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, qc := queued(b), queued(c)
+	qb, qc := onQueue(b), onQueue(c)
 	bctx, cancelB := context.WithCancel(ctx)
 	bErr := make(chan error, 1)
 	go func() {

@@ -4,11 +4,12 @@
 -- lock for them when nobody else waits. Mode "2" (linger): when the lock
 -- goes to another session, queue this one too, with a deadline of linger ms,
 -- betting that it will want the lock again soon. Mode "0": just release.
--- Returns -1 when the lock is not ours, 0 when marked free (numbers, to
---         spare the common cases a table),
+-- Returns 0 when marked free (a number, to spare the common case a table),
+--         {-1, the key's value} when the lock is not ours,
 --         {1, lingering (0/1)} when granted to another session,
 --         {2, fence} when kept for another waiter of this session.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local v = redis.call('GET', KEYS[1])
+if v ~= ARGV[1] then return {-1, v or ''} end
 if ARGV[4] == '0' and not redis.call('LINDEX', KEYS[2], 0) then
   -- The common case, first, before the helpers are made: nobody queued.
   -- The free marker keeps the fence as written (the token is member:fence).

@@ -16,9 +16,8 @@ const maxBatch = 256
 // queue entry ("w") to keep alive.
 type renewal struct {
 	s     *Session
-	ns    *nameState
-	h     *hold  // nil for a queue entry
-	owner string // h.owner when the batch was built
+	n     *name
+	owner string // the hold's owner token when the batch was built; "" for a queue entry
 }
 
 // renewLoop is the client's one renewal loop. Every LeaseTTL/3 of each
@@ -89,28 +88,24 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 			s.nextRenew = now.Add(s.lease / 3)
 		}
 		isDue := !now.Before(s.nextRenew) && inflight == nil
-		n := len(batch)
-		for _, ns := range s.names {
-			h := ns.held
+		k := len(batch)
+		for _, n := range s.names {
+			if e := n.tick(now); !e.empty() {
+				s.background(n, &e)
+			}
 			switch {
-			case h != nil && !now.Before(h.deadline):
-				s.lost(ns, h)
-			case h != nil:
-				deadline = minTime(deadline, h.deadline)
+			case n.st == held:
+				deadline = minTime(deadline, n.hold.deadline)
 				if isDue {
-					batch = append(batch, renewal{s, ns, h, h.owner})
+					batch = append(batch, renewal{s, n, n.hold.owner})
 				}
-			case isDue && ns.queued && len(ns.waiters) > 0:
-				batch = append(batch, renewal{s: s, ns: ns})
-			case ns.queued && len(ns.waiters) == 0 && !ns.busy && !ns.linger.IsZero() && !now.Before(ns.linger):
-				// A lingering entry nobody came for has lapsed in Redis.
-				ns.queued, ns.linger = false, time.Time{}
-				s.settle(ns)
+			case isDue && n.st == queued && len(n.waiters) > 0:
+				batch = append(batch, renewal{s: s, n: n})
 			}
 		}
 		if isDue {
 			s.nextRenew = now.Add(s.lease / 3)
-			if len(batch) > n {
+			if len(batch) > k {
 				due = append(due, s)
 			}
 		}
@@ -157,7 +152,14 @@ func (c *Client) renewApply(b *renewBatch) {
 				failed[r.s] = true
 				continue
 			}
-			r.s.renewed(r, vals[j] == 1, b.sent)
+			r.s.mu.Lock()
+			var e effects
+			if r.owner != "" {
+				e = r.n.renewed(r.owner, vals[j] == 1, b.sent, time.Now())
+			} else {
+				e = r.n.entryRenewed(vals[j] == 1)
+			}
+			r.s.finish(r.n, &e)
 		}
 	}
 	for _, s := range b.due {
@@ -209,34 +211,6 @@ func (c *Client) renewSend(ctx context.Context, calls []call) ([]rueidis.RedisRe
 	return res, unconfirmed
 }
 
-// renewed applies one renewal result.
-func (s *Session) renewed(r renewal, ok bool, sent time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ns := r.ns
-	if r.h != nil {
-		if ns.held != r.h || r.h.owner != r.owner {
-			return
-		}
-		if ok {
-			r.h.deadline = sent.Add(s.lease - s.margin)
-			r.h.suspect = false
-		} else {
-			s.lost(ns, r.h)
-		}
-		return
-	}
-	if !ok && ns.queued && ns.held == nil {
-		// Our queue entry is gone (Redis restarted, or it was pruned):
-		// the head waiter queues again.
-		ns.queued = false
-		ns.recheck = time.Time{}
-		if len(ns.waiters) > 0 {
-			wake(ns.waiters[0].wake)
-		}
-	}
-}
-
 // group splits a batch into script calls: per hash slot on Redis Cluster,
 // else in chunks of maxBatch.
 func (c *Client) group(batch []renewal) [][]renewal {
@@ -244,7 +218,7 @@ func (c *Client) group(batch []renewal) [][]renewal {
 	if c.rc.Mode() == rueidis.ClientModeCluster {
 		idx := make(map[uint16]int)
 		for _, r := range batch {
-			sl := slot(r.ns.keys.lock)
+			sl := slot(r.n.keys.lock)
 			i, ok := idx[sl]
 			if !ok || len(out[i]) >= maxBatch {
 				i = len(out)
@@ -267,11 +241,11 @@ func renewCall(g []renewal) call {
 	args := make([]string, 0, 3*len(g))
 	for _, r := range g {
 		lease := r.s.leaseMs
-		if r.h != nil {
-			keys = append(keys, r.ns.keys.lock)
+		if r.owner != "" {
+			keys = append(keys, r.n.keys.lock)
 			args = append(args, "h", r.owner, lease)
 		} else {
-			keys = append(keys, r.ns.keys.queue, r.ns.keys.dead)
+			keys = append(keys, r.n.keys.queue, r.n.keys.dead)
 			args = append(args, "w", r.s.member, lease)
 		}
 	}

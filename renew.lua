@@ -20,8 +20,8 @@ for i = 1, #ARGV, 3 do
     local q, d = KEYS[k], KEYS[k + 1]
     if redis.call('HEXISTS', d, val) == 1 then
       redis.call('HSET', d, val, fmt(now() + lease) .. ':' .. lease)
-      redis.call('PEXPIRE', q, 2 * lease)
-      redis.call('PEXPIRE', d, 2 * lease)
+      keep(q, 2 * lease)
+      keep(d, 2 * lease)
       out[#out + 1] = 1
     else
       out[#out + 1] = 0

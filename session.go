@@ -4,15 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/redis/rueidis"
 )
 
 // SessionOptions configure a Session made by Client.NewSession.
@@ -29,18 +24,16 @@ type SessionOptions struct {
 // use; the zero value is not usable.
 type Session struct {
 	c        *Client
-	member   string        // identity in Redis: owner tokens are member:fence
-	lease    time.Duration // TTL of the keys this session holds
-	leaseMs  string        // lease in ms, as scripts take it
-	lingerMs string        // how long a lingering release keeps us queued (lease/2), in ms
-	margin   time.Duration // allowance for clock drift and timer lateness
+	rules    // rules.closed is guarded by mu
+	leaseMs  string // lease in ms, as scripts take it
+	lingerMs string // how long a lingering release keeps us queued (lease/2), in ms
 
-	mu        sync.Mutex // protects names, closed, nextRenew, retry and every nameState and Lock of the session
-	names     map[string]*nameState
-	closed    bool
+	mu        sync.Mutex // protects names, rules.closed, nextRenew, retry and every name and Lock of the session
+	names     map[string]*name
 	nextRenew time.Time
 	retry     backoff.BackOff // paces renewal after failures; nil while renewals succeed
 	done      chan struct{}   // closed by Close
+	quiet     chan struct{}   // size 1: a call of the closed session ended
 }
 
 // Done returns a channel closed when the session is closed, by its Close or
@@ -64,9 +57,9 @@ func (s *Session) Held() []HeldLock {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []HeldLock
-	for _, ns := range s.names {
-		if h := ns.held; h != nil && h.lock != nil {
-			out = append(out, HeldLock{Name: ns.name, Token: h.lock.token, Owner: h.owner, AcquiredAt: h.lock.acquired, Deadline: h.deadline})
+	for _, n := range s.names {
+		if h := n.hold; n.st == held && h.lock != nil {
+			out = append(out, HeldLock{Name: n.name, Token: h.lock.token, Owner: h.owner, AcquiredAt: h.lock.acquired, Deadline: h.deadline})
 		}
 	}
 	return out
@@ -86,7 +79,8 @@ func (s *Session) TryLock(ctx context.Context, name string) (*Lock, error) {
 // Context, and releases the lock after fn returns, also when fn panics (the
 // panic then continues). It returns fn's error; if the lock was lost while fn
 // ran, the error also matches ErrLockLost. Put the whole transaction inside
-// fn, so the lock is released only after it committed.
+// fn, so the lock is released only after it committed. The release is
+// bounded by the lock's lease, not by ctx.
 func (s *Session) Do(ctx context.Context, name string, fn func(ctx context.Context) error) (err error) {
 	if fn == nil {
 		return errors.New("baton: Do with nil fn")
@@ -106,9 +100,10 @@ func (s *Session) Do(ctx context.Context, name string, fn func(ctx context.Conte
 	return fn(l.Context())
 }
 
-// Close releases every lock of the session and fails its waiters with
-// ErrClosed. Releasing is bounded by the lease; keys that could not be
-// deleted expire with it. Closing twice is harmless.
+// Close releases every lock of the session, leaves every Redis queue it is
+// in and fails its waiters with ErrClosed. It returns within about one
+// lease, whatever the number of names and the state of Redis; keys that
+// could not be released expire with their lease. Closing twice is harmless.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -117,45 +112,51 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	close(s.done)
-	var rel []chore
-	var leave []*nameState
-	for _, ns := range s.names {
-		switch h := ns.held; {
-		case ns.busy:
-		case h != nil:
-			if h.lock != nil {
-				s.finish(h.lock, ErrClosed)
-			}
-			ns.held = nil
-			rel = append(rel, chore{s: s, name: ns.name, owner: h.owner})
-		case ns.queued && len(ns.waiters) == 0:
-			// Lingering: leave now, or its grant would wait for a lease.
-			ns.busy = true
-			leave = append(leave, ns)
+	start := time.Now()
+	var jobs []job
+	for _, n := range s.names {
+		e := n.close(start)
+		if req := s.afterLocked(n, &e); req != nil {
+			jobs = append(jobs, job{n, req})
 		}
+		defer e.signal()
 	}
 	s.mu.Unlock()
-	var err error
-	if len(rel) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
-		err = s.c.releaseAll(ctx, rel)
-		cancel()
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(s.lease))
+	defer cancel()
+	err := s.runAll(ctx, jobs)
+	// Calls that were in flight clean up after their replies.
+	for !s.quietNow() {
+		select {
+		case <-s.quiet:
+		case <-ctx.Done():
+			err = errors.Join(err, fmt.Errorf("baton: close: calls still in flight after %v; their keys expire with the lease", s.lease))
+			s.c.dropSession(s)
+			return err
+		}
 	}
-	for _, ns := range leave {
-		s.dequeue(ns)
-	}
-	s.c.mu.Lock()
-	delete(s.c.sessions, s.member)
-	s.c.mu.Unlock()
+	s.c.dropSession(s)
 	return err
 }
 
-func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
-	if err := checkName(name); err != nil {
+// quietNow reports whether no call of the session is in flight.
+func (s *Session) quietNow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.names {
+		if n.st.inCall() {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, error) {
+	if err := checkName(lname); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("baton: lock %q: %w", truncate(name), err)
+		return nil, fmt.Errorf("baton: lock %q: %w", truncate(lname), err)
 	}
 	if !s.c.enter() {
 		return nil, ErrClosed
@@ -166,39 +167,48 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	ns := s.names[name]
-	if ns == nil {
-		ns = &nameState{name: name, keys: newKeys(s.c.prefix, name)}
-		s.names[name] = ns
+	n := s.names[lname]
+	if n == nil {
+		n = &name{name: lname, keys: newKeys(s.c.prefix, lname), r: &s.rules, s: s}
+		s.names[lname] = n
 	}
 	if !wait {
-		return s.tryOnce(ctx, ns)
+		return s.tryLock(ctx, n)
 	}
+	return s.wait(ctx, n)
+}
+
+// tryLock is TryLock's single attempt; s.mu is held on entry.
+func (s *Session) tryLock(ctx context.Context, n *name) (*Lock, error) {
+	req, err := n.try()
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	a, err := s.callAcquire(ctx, n, req)
+	s.mu.Lock()
+	l, e := n.acquireReply(req.seq, sent, time.Now(), a, err, time.Time{})
+	closed := s.closed
+	s.finish(n, &e)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("baton: trylock %q: %w", truncate(n.name), err)
+	case l != nil:
+		return l, nil
+	case closed:
+		return nil, ErrClosed
+	}
+	return nil, fmt.Errorf("%w: %q", ErrNotAcquired, truncate(n.name))
+}
+
+// wait is Lock: a waiter joins n's FIFO and, at the head, asks Redis when
+// the machine says so; s.mu is held on entry.
+func (s *Session) wait(ctx context.Context, n *name) (*Lock, error) {
 	w := &waiter{wake: make(chan struct{}, 1)}
-	ns.waiters = append(ns.waiters, w)
-	if len(ns.waiters) == 1 && ns.queued && !ns.linger.IsZero() {
-		if time.Now().Before(ns.linger) {
-			// Queued by a lingering release: wait for the grant (the
-			// renewal tick keeps the entry now that we wait).
-			ns.linger = time.Time{}
-		} else {
-			ns.queued, ns.linger = false, time.Time{} // the entry has lapsed
-		}
-	}
-	if len(ns.waiters) == 1 && !ns.queued {
-		// Not in the Redis queue: nothing will wake us, so ask now.
-		ns.recheck = time.Time{}
-	}
-	if s.c.sharded && ns.sub == nil && ns.held != nil {
-		// Contended inside the session: listen for grants before the
-		// holder's release queues us.
-		ns.sub = s.subscribeGrants(ns)
-	}
 	var (
 		timer   *time.Timer
 		lastErr error
-		waited  bool
-		tries   int
 		bo      *backoff.ExponentialBackOff // paces retries after transient errors; nil after a success
 	)
 	defer func() {
@@ -206,110 +216,58 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 			timer.Stop()
 		}
 	}()
+	e := n.join(w, time.Now())
 	for {
-		if w.lock != nil {
-			s.mu.Unlock()
-			if waited {
+		// Fast path, enqueue and retry: the machine says what the head does.
+		l, req, at := n.poll(w, time.Now())
+		closed, lerr := s.closed, error(nil)
+		if l != nil {
+			lerr = l.err
+		}
+		s.finish(n, &e)
+		switch {
+		case l != nil && lerr != nil:
+			return nil, ErrClosed
+		case l != nil:
+			if w.tries > 1 || l.h.waited {
 				s.c.stats.waits.Add(1)
 			}
-			return w.lock, nil
+			return l, nil
+		case closed:
+			return s.leave(n, w, lastErr == nil, ErrClosed)
 		}
-		sleep := time.Duration(-1)
-		if s.c.sharded && ns.sub == nil && tries > 0 {
-			// Contended on Redis Cluster: listen on the name's grant
-			// channel from now on (the first try does not queue).
-			ns.sub = s.subscribeGrants(ns)
-		}
-		if sub := ns.sub; sub != nil && !isClosed(sub.ready) {
-			// Listen before queueing, or the grant could come first.
-			s.mu.Unlock()
-			select {
-			case <-sub.ready:
-			case <-ctx.Done():
-				return s.giveUp(ns, w, fmt.Errorf("baton: lock %q: %w", truncate(name), ctx.Err()))
-			case <-s.done:
-				return s.giveUp(ns, w, ErrClosed)
+		if req != nil {
+			sent := time.Now()
+			a, err := s.callAcquire(ctx, n, req)
+			var retry time.Time
+			switch {
+			case err == nil:
+				bo, lastErr = nil, nil
+			case transient(err):
+				lastErr = err
+				if bo == nil {
+					bo = newBackoff(s.lease)
+				}
+				retry = time.Now().Add(bo.NextBackOff())
 			}
 			s.mu.Lock()
+			_, e = n.acquireReply(req.seq, sent, time.Now(), a, err, retry)
+			if err != nil && !transient(err) {
+				s.finish(n, &e)
+				return s.leave(n, w, true, fmt.Errorf("baton: lock %q: %w", truncate(n.name), err))
+			}
+			if e.queued && s.c.onQueued != nil {
+				s.c.onQueued(n.name, n.pos)
+			}
 			continue
 		}
-		if ns.waiters[0] == w && ns.held == nil && !ns.busy {
-			if d := time.Until(ns.recheck); d > 0 {
-				sleep = d
-			} else {
-				ns.busy, ns.stale = true, false
-				s.mu.Unlock()
-				sent := time.Now()
-				// On Redis Cluster the first try does not queue: it
-				// may not queue before it listens for its grant.
-				queue := !s.c.sharded || ns.sub != nil
-				r, err := s.callAcquire(ctx, ns, queue, tries > 0)
-				tries++
-				s.mu.Lock()
-				ns.busy = false
-				switch {
-				case err == nil && r.acquired && s.closed:
-					ns.held = &hold{owner: s.member + ":" + strconv.FormatUint(r.fence, 10)}
-					s.mu.Unlock()
-					return s.giveUp(ns, w, ErrClosed)
-				case err == nil && r.acquired:
-					bo = nil
-					s.install(ns, r.fence, sent.Add(s.lease-s.margin), true)
-					ns.held.waited = waited
-					continue
-				case err == nil:
-					bo = nil
-					ns.unsure = false
-					ns.queued = r.pos >= 0
-					ns.pos = r.pos
-					ns.seen = max(ns.seen, r.fence)
-					if !queue {
-						// Busy: subscribe, then try again and queue.
-						sleep, ns.recheck = 0, time.Time{}
-						break
-					}
-					sleep = r.wait
-					if ns.stale {
-						// The key changed (or a connection dropped) while we
-						// asked: our answer may be old already.
-						sleep = staleGrace
-					}
-					ns.recheck = time.Now().Add(sleep)
-					s.settled(ns) // the head is still waiting: nothing to dequeue
-					if h := s.c.onQueued; h != nil {
-						h(ns.name, r.pos)
-					}
-				case !transient(err):
-					s.settled(ns)
-					s.mu.Unlock()
-					_, gerr := s.giveUp(ns, w, fmt.Errorf("baton: lock %q: %w", truncate(name), err))
-					return nil, gerr
-				default:
-					lastErr = err
-					// The script may have run (a reply lost, ctx ended in
-					// flight): if we leave, leave the queue and release what
-					// it may have taken.
-					ns.queued, ns.unsure = true, true
-					if bo == nil {
-						bo = newBackoff(s.lease)
-					}
-					sleep = bo.NextBackOff()
-					ns.recheck = time.Now().Add(sleep)
-					s.settled(ns)
-				}
-				if w.lock != nil {
-					continue
-				}
-			}
-		}
-		s.mu.Unlock()
-		waited = true
+		// Wait: for a wake-up, the recheck time, ctx or Close.
 		var tc <-chan time.Time
-		if sleep >= 0 {
+		if !at.IsZero() {
 			if timer == nil {
-				timer = time.NewTimer(sleep)
+				timer = time.NewTimer(time.Until(at))
 			} else {
-				timer.Reset(sleep)
+				timer.Reset(time.Until(at))
 			}
 			tc = timer.C
 		}
@@ -318,13 +276,13 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 		case <-tc:
 		case <-ctx.Done():
 			s.c.stats.timeouts.Add(1)
-			err := fmt.Errorf("baton: lock %q: %w", truncate(name), ctx.Err())
+			err := fmt.Errorf("baton: lock %q: %w", truncate(n.name), ctx.Err())
 			if lastErr != nil {
 				err = fmt.Errorf("%w (last redis error: %w)", err, lastErr)
 			}
-			return s.giveUp(ns, w, err)
+			return s.leave(n, w, lastErr == nil, err)
 		case <-s.done:
-			return s.giveUp(ns, w, ErrClosed)
+			return s.leave(n, w, lastErr == nil, ErrClosed)
 		}
 		if timer != nil && !timer.Stop() {
 			select {
@@ -333,275 +291,156 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 			}
 		}
 		s.mu.Lock()
+		e = effects{}
 	}
 }
 
-// tryOnce is TryLock's single attempt; s.mu is held on entry.
-func (s *Session) tryOnce(ctx context.Context, ns *nameState) (*Lock, error) {
-	if ns.held != nil || ns.busy || len(ns.waiters) > 0 {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: %q is held or awaited by this session", ErrNotAcquired, truncate(ns.name))
-	}
-	ns.busy = true
-	s.mu.Unlock()
-	sent := time.Now()
-	r, err := s.callAcquire(ctx, ns, false, false)
+// leave removes a waiter that stops waiting with err. A lock handed to it
+// meanwhile is passed on, and a queue entry nobody here needs any more is
+// removed: before leave returns (bounded by the lease) when Redis answered
+// the last attempt, else in the background (Redis may be stalled, and the
+// caller's ctx is over).
+func (s *Session) leave(n *name, w *waiter, inline bool, err error) (*Lock, error) {
 	s.mu.Lock()
-	ns.busy = false
-	var l *Lock
-	switch {
-	case err != nil:
-		if !isRedisErr(err) {
-			// The attempt may have taken the lock: clean up below.
-			ns.queued, ns.unsure = true, true
-		}
-		err = fmt.Errorf("baton: trylock %q: %w", truncate(ns.name), err)
-	case r.acquired && s.closed:
-		s.mu.Unlock()
-		s.c.releaseAll(ctx, []chore{{s: s, name: ns.name, owner: s.member + ":" + strconv.FormatUint(r.fence, 10)}})
-		s.mu.Lock()
-		err = ErrClosed
-	case r.acquired:
-		l = s.install(ns, r.fence, sent.Add(s.lease-s.margin), false)
-	default:
-		ns.seen = max(ns.seen, r.fence)
-		err = fmt.Errorf("%w: %q", ErrNotAcquired, truncate(ns.name))
+	e := n.cancel(w, time.Now())
+	if !inline {
+		s.finish(n, &e)
+		return nil, err
 	}
-	s.leave(ns, s.settled(ns))
-	return l, err
-}
-
-// giveUp removes a waiter that stops waiting with err. If the lock reached it
-// meanwhile, the lock is passed on; if it was the session's last waiter for
-// the name, the session leaves the Redis queue.
-func (s *Session) giveUp(ns *nameState, w *waiter, err error) (*Lock, error) {
-	s.mu.Lock()
-	if l := w.lock; l != nil {
+	if req := s.afterLocked(n, &e); req != nil {
 		s.mu.Unlock()
+		e.signal()
 		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
-		l.unlock(ctx, false) // no lingering: this caller is leaving
+		s.run(ctx, n, req)
 		cancel()
 		return nil, err
 	}
-	for i, x := range ns.waiters {
-		if x == w {
-			ns.waiters = append(ns.waiters[:i], ns.waiters[i+1:]...)
-			break
-		}
-	}
-	ns.linger = time.Time{} // leave the queue now, not after lingering
-	var orphan *hold
-	if h := ns.held; h != nil && h.lock == nil && s.closed && !ns.busy {
-		// Acquired after the session closed: nobody may have it.
-		orphan, ns.held, ns.busy = h, nil, true
-	}
-	deq := s.settled(ns)
-	unsure := ns.unsure
 	s.mu.Unlock()
-	if orphan != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
-		s.c.releaseAll(ctx, []chore{{s: s, name: ns.name, owner: orphan.owner}})
-		cancel()
-		s.mu.Lock()
-		ns.busy = false
-		deq = s.settled(ns)
-		s.mu.Unlock()
-	}
-	if deq && unsure {
-		s.c.chore(chore{s: s, ns: ns})
-	} else if deq {
-		s.dequeue(ns)
-	}
+	e.signal()
 	return nil, err
 }
 
-// leave unlocks s.mu and, when deq is set, leaves the Redis queue for ns:
-// at once, or through the janitor when the last attempt's outcome is
-// unknown (Redis may be stalled, and the caller's ctx is over).
-func (s *Session) leave(ns *nameState, deq bool) {
-	unsure := ns.unsure
+// finish carries out e after a transition: it unlocks s.mu, wakes
+// waiters, and sends a call the transition asked for in the background.
+func (s *Session) finish(n *name, e *effects) {
+	req := s.afterLocked(n, e)
 	s.mu.Unlock()
-	switch {
-	case deq && unsure:
-		s.c.chore(chore{s: s, ns: ns})
-	case deq:
-		s.dequeue(ns)
+	e.signal()
+	if req != nil {
+		s.c.spawn(func(ctx context.Context) { s.run(ctx, n, req) })
 	}
 }
 
-// settled runs after every change to ns, with s.mu held: it applies a
-// grant that arrived while a call was in flight, wakes the head waiter when
-// it may act, and forgets ns when it is idle. When nobody waits any more but
-// the session is still queued in Redis, it marks ns busy and returns true:
-// the caller must then run s.dequeue(ns) without s.mu.
-func (s *Session) settled(ns *nameState) bool {
-	if ns.busy {
-		return false
+// background carries out e for a goroutine that must not block: s.mu
+// stays held, and a call goes to the background.
+func (s *Session) background(n *name, e *effects) {
+	if req := s.afterLocked(n, e); req != nil {
+		s.c.spawn(func(ctx context.Context) { s.run(ctx, n, req) })
 	}
-	if ns.pending > ns.seen {
-		f := ns.pending
-		ns.pending = 0
-		s.granted(ns, f)
-	}
-	switch {
-	case ns.held != nil:
-	case len(ns.waiters) > 0:
-		wake(ns.waiters[0].wake)
-	case ns.queued && time.Now().Before(ns.linger):
-		// Lingering: the renewal loop forgets the entry when it lapses.
-	case ns.queued:
-		ns.busy = true
-		return true
-	default:
-		if s.names[ns.name] == ns {
-			delete(s.names, ns.name)
-		}
-		if ns.sub != nil {
-			ns.sub.cancel()
-			ns.sub = nil
+	e.signal()
+}
+
+// afterLocked carries out the parts of e that need s.mu (forgetting n,
+// subscribing) and returns the call to make, if any; s.mu is held.
+func (s *Session) afterLocked(n *name, e *effects) *request {
+	if e.forget && n.st == idle && len(n.waiters) == 0 && s.names[n.name] == n {
+		delete(s.names, n.name)
+		if n.unsub != nil {
+			n.unsub()
+			n.unsub = nil
 		}
 	}
-	return false
+	if e.sub && n.unsub == nil {
+		n.unsub = s.subscribeGrants(n)
+	}
+	if e.renew {
+		s.c.kickRenewal()
+	}
+	if s.closed && !n.st.inCall() {
+		select {
+		case s.quiet <- struct{}{}:
+		default:
+		}
+	}
+	req := e.call
+	e.call = nil
+	return req
 }
 
-// settle is settled for goroutines that must not block: the janitor leaves
-// the queue for them.
-func (s *Session) settle(ns *nameState) {
-	if s.settled(ns) {
-		s.c.chore(chore{s: s, ns: ns})
-	}
-}
-
-// dequeue takes the session out of the Redis queue for ns (marked busy by
-// settled), passing on a lock granted to it meanwhile.
-func (s *Session) dequeue(ns *nameState) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.lease)
-	defer cancel()
-	args := []string{s.member, s.c.via(ns), ns.name}
-	res, _ := run(ctx, s.c.rc, pipe{}, dequeueScript, ns.keys.list(), args)
-	fence, err := res.AsInt64()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ns.busy = false
-	// On error our entry is no longer refreshed and expires within a lease.
-	ns.queued = false
-	if err == nil {
-		ns.seen = max(ns.seen, uint64(fence))
-		ns.unsure = false
-	}
-	if s.settled(ns) {
-		// Someone came and left again meanwhile: the janitor repeats it.
-		s.c.chore(chore{s: s, ns: ns})
-	}
-}
-
-// install records a lock acquired from Redis and returns its Lock, handed
-// to the head waiter when deliver is set; s.mu is held.
-func (s *Session) install(ns *nameState, fence uint64, deadline time.Time, deliver bool) *Lock {
-	ns.seen = max(ns.seen, fence)
-	ns.queued = false
-	ns.recheck = time.Time{}
-	h := &hold{owner: s.member + ":" + strconv.FormatUint(fence, 10), fence: fence, deadline: deadline, since: time.Now()}
-	ns.held = h
-	if !deliver {
-		return s.newLock(ns, h, 0)
-	}
-	return s.handTo(ns, h, 0)
-}
-
-// handTo creates the Lock for the pass-th local holder of h (0: the one
-// Redis gave it to) and gives it to the head waiter, if any; s.mu is held.
-// Its fencing token is the Redis fence times 1024 plus pass, so tokens rise
-// across local hand-offs and every Redis fence is above them all.
-func (s *Session) handTo(ns *nameState, h *hold, pass int) *Lock {
-	l := s.newLock(ns, h, pass)
-	if len(ns.waiters) > 0 {
-		w := ns.waiters[0]
-		ns.waiters = ns.waiters[1:]
-		w.lock = l
+// signal wakes the waiters e names; s.mu is not held.
+func (e *effects) signal() {
+	for _, w := range e.wake {
 		wake(w.wake)
 	}
-	return l
 }
 
-// newLock makes the Lock of h's current holder; s.mu is held.
-func (s *Session) newLock(ns *nameState, h *hold, pass int) *Lock {
-	token := h.fence<<tokenShift | uint64(pass)
-	l := &Lock{s: s, ns: ns, h: h, token: token, acquired: time.Now(), done: make(chan struct{})}
-	h.lock = l
-	s.c.stats.acquired.Add(1)
-	return l
+// run makes a release or dequeue call and applies its reply; a call that
+// follows from it goes to the background. It returns what Unlock reports.
+func (s *Session) run(ctx context.Context, n *name, req *request) error {
+	var e effects
+	var err error
+	switch req.kind {
+	case releaseCall:
+		first := time.Now()
+		until := req.until
+		if until.IsZero() {
+			until = first.Add(s.lease)
+		}
+		cctx, cancel := context.WithDeadline(ctx, until)
+		o, sent, cerr := s.callRelease(cctx, n, req)
+		cancel()
+		s.mu.Lock()
+		e, err = n.releaseReply(req.seq, first, sent, time.Now(), o, cerr)
+	case dequeueCall:
+		args := []string{s.member, s.c.viaName(n.name), n.name}
+		res, _ := run(ctx, s.c.rc, pipe{}, dequeueScript, n.keys.list(), args)
+		fence, _ := res.AsInt64()
+		s.mu.Lock()
+		e = n.dequeueReply(req.seq, time.Now(), uint64(max(fence, 0)))
+	default:
+		panic("baton: run of an acquire call")
+	}
+	s.finish(n, &e)
+	return err
 }
 
-// granted applies a grant from another session's release; s.mu is held.
-func (s *Session) granted(ns *nameState, fence uint64) {
-	if fence <= ns.seen {
-		return
+// runAll makes the release and dequeue calls of jobs in one pipeline and
+// applies their replies; Close uses it.
+func (s *Session) runAll(ctx context.Context, jobs []job) error {
+	if len(jobs) == 0 {
+		return nil
 	}
-	if ns.busy {
-		ns.pending = max(ns.pending, fence)
-		return
+	calls := make([]call, len(jobs))
+	for i, j := range jobs {
+		calls[i] = s.scriptCall(j.n, j.req)
 	}
-	owner := s.member + ":" + strconv.FormatUint(fence, 10)
-	ns.queued, ns.linger = false, time.Time{} // a grant takes us off the queue
-	if ns.held != nil || len(ns.waiters) == 0 || s.closed {
-		ns.seen = fence
-		s.c.chore(chore{s: s, name: ns.name, owner: owner})
-		return
+	res, _ := runMulti(ctx, s.c.rc, pipe{}, calls...)
+	now := time.Now()
+	var errs []error
+	for i, j := range jobs {
+		s.mu.Lock()
+		var e effects
+		if j.req.kind == dequeueCall {
+			fence, _ := res[i].AsInt64()
+			e = j.n.dequeueReply(j.req.seq, now, uint64(max(fence, 0)))
+		} else {
+			o, err := releaseResult(res[i], j.req.owner, false)
+			var uerr error
+			e, uerr = j.n.releaseReply(j.req.seq, now, now, now, o, err)
+			if err != nil {
+				errs = append(errs, uerr)
+			}
+		}
+		s.finish(j.n, &e)
 	}
-	if s.c.replicas > 0 {
-		// Replicas may not have the grant yet: the head waiter re-acquires
-		// the lock, which confirms it (the key already names us).
-		ns.recheck = time.Time{}
-		wake(ns.waiters[0].wake)
-		return
-	}
-	// The release ran before the message reached us, at a moment we cannot
-	// know; until the first renewal confirms, count the lease from now and
-	// allow a third of it for the delivery.
-	s.install(ns, fence, time.Now().Add(s.lease-s.lease/3-s.margin), true)
-	ns.held.waited = true
-	s.c.stats.granted.Add(1)
-	s.c.kickRenewal()
+	return errors.Join(errs...)
 }
 
-// finish ends l's hold with err (ErrUnlocked, ErrClosed or ErrLockLost);
-// s.mu is held.
-func (s *Session) finish(l *Lock, err error) {
-	if l.err != nil {
-		return
-	}
-	l.err = err
-	close(l.done)
-	if l.cancel != nil {
-		l.cancel(err)
-	}
-	if l.h.lock == l {
-		l.h.lock = nil
-	}
-	if errors.Is(err, ErrLockLost) {
-		s.c.stats.lost.Add(1)
-	}
+// job is a call to make for a name.
+type job struct {
+	n   *name
+	req *request
 }
-
-// lost marks ns's hold as lost; s.mu is held.
-func (s *Session) lost(ns *nameState, h *hold) {
-	if ns.held != h {
-		return
-	}
-	if h.lock != nil {
-		s.finish(h.lock, fmt.Errorf("%w: %q", ErrLockLost, truncate(ns.name)))
-	}
-	if !ns.busy {
-		ns.held = nil
-		ns.recheck = time.Time{}
-		s.settle(ns)
-	}
-}
-
-// tokenShift makes room in a fencing token for the local hand-offs of one
-// Redis fence (CohortLimit is at most 1024).
-const tokenShift = 10
 
 func newBackoff(lease time.Duration) *backoff.ExponentialBackOff {
 	bo := backoff.NewExponentialBackOff()
@@ -612,15 +451,6 @@ func newBackoff(lease time.Duration) *backoff.ExponentialBackOff {
 	return bo
 }
 
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
 func wake(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -628,79 +458,3 @@ func wake(c chan struct{}) {
 	}
 }
 
-// transient reports whether a failed attempt is worth repeating while the
-// caller waits: network errors, and Redis errors that pass with time
-// (loading a dataset, failover, resharding).
-func transient(err error) bool {
-	if errors.Is(err, ErrNotReplicated) {
-		return false
-	}
-	re, ok := rueidis.IsRedisErr(err)
-	if !ok {
-		return true
-	}
-	switch strings.SplitN(re.Error(), " ", 2)[0] {
-	case "LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY", "MOVED", "ASK":
-		return true
-	}
-	return false
-}
-
-// staleConn reports whether err says that a connection had died before
-// the call used it: the server closed or reset it.
-func staleConn(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// attempt is the outcome of one acquire script call.
-type attempt struct {
-	acquired bool
-	fence    uint64        // acquired: our token; busy: the name's counter
-	wait     time.Duration // busy: when to look again unless woken first
-	pos      int64         // busy: our place in the Redis queue, -1 if not queued
-}
-
-// callAcquire runs the acquire script. When wait is set, a busy lock queues
-// the session. With track (and tracking on), Redis remembers that we read
-// the key and tells us when it changes; a waiter's first attempt skips that
-// (most find the lock free, and a queued session is woken by its grant).
-func (s *Session) callAcquire(ctx context.Context, ns *nameState, wait, track bool) (attempt, error) {
-	args := []string{s.member, s.leaseMs, boolArg(wait), s.c.via(ns), ns.name}
-	p := pipe{optIn: track && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
-	rc := s.c.cc
-	if p.optIn {
-		rc = s.c.rc // the connection that receives the invalidations
-	}
-	res, acked := run(ctx, rc, p, acquireScript, ns.keys.list(), args)
-	for try := 0; try < 4 && rc == s.c.cc && staleConn(res.Error()) && ctx.Err() == nil; try++ {
-		// rueidis reads an idle connection of c.cc only when a call waits
-		// on it, so each connection that died meanwhile (a restart, a
-		// failover) fails the first call it gets. Try again, on another.
-		// Repeating the script is safe: a lock an earlier run took is ours,
-		// and is taken again under a new fence.
-		res, acked = run(ctx, rc, p, acquireScript, ns.keys.list(), args)
-	}
-	vals, single, err := scriptInts(res)
-	if single {
-		vals = []int64{1, vals[0]} // the fast path's reply: acquired, with this fence
-	}
-	switch {
-	case err != nil:
-		return attempt{}, err
-	case len(vals) >= 2 && vals[0] == 1 && p.replicas > 0 && acked < int64(p.replicas):
-		// Undo: a failover could lose this write and let another client in.
-		owner := s.member + ":" + strconv.FormatInt(vals[1], 10)
-		uerr := s.c.releaseAll(context.WithoutCancel(ctx), []chore{{s: s, name: ns.name, owner: owner}})
-		return attempt{}, errors.Join(fmt.Errorf("%w: %d of %d replicas acknowledged %q within %v",
-			ErrNotReplicated, max(acked, 0), p.replicas, truncate(ns.name), p.timeout), uerr)
-	case len(vals) >= 2 && vals[0] == 1:
-		return attempt{acquired: true, fence: uint64(vals[1])}, nil
-	case len(vals) < 4:
-		return attempt{}, fmt.Errorf("baton: unexpected acquire reply %v", vals)
-	}
-	wt := time.Duration(vals[1]) * time.Millisecond
-	if wt <= 0 { // a key without TTL (not written by baton): look again after a lease
-		wt = s.lease
-	}
-	return attempt{fence: uint64(vals[2]), wait: wt + time.Millisecond, pos: vals[3]}, nil
-}

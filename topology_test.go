@@ -33,7 +33,7 @@ func handOff(t *testing.T, a, b *Client, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb := queued(b)
+	qb := onQueue(b)
 	got := make(chan error, 1)
 	go func() {
 		l, err := b.Lock(ctx, name)
@@ -178,7 +178,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb := queued(b)
+	qb := onQueue(b)
 	got := make(chan error, 1)
 	go func() {
 		l, err := b.Lock(ctx, name)
@@ -277,7 +277,7 @@ func TestSentinelFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb := queued(b)
+	qb := onQueue(b)
 	type result struct {
 		l   *Lock
 		err error

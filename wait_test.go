@@ -42,7 +42,7 @@ func TestWaitDeadline(t *testing.T) {
 
 	// Two local waiters in c: the first gives up, the second moves up and
 	// gets the lock when a releases.
-	qc := queued(c)
+	qc := onQueue(c)
 	first, cancelFirst := context.WithCancel(ctx)
 	firstErr := make(chan error, 1)
 	go func() {

@@ -1,0 +1,218 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// The script calls the shell makes for the state machine, and how their
+// replies read.
+
+// attempt is the outcome of one acquire script call.
+type attempt struct {
+	acquired bool
+	kept     bool          // acquired: the key named us already (a grant we had not read, or a hold a failed release left)
+	fence    uint64        // acquired: our token; busy: the name's counter
+	wait     time.Duration // busy: when to look again unless woken first
+	pos      int64         // busy: our place in the Redis queue, -1 if not queued
+}
+
+// callAcquire runs the acquire script for req. With req.queue, a busy lock
+// queues the session. With req.track (and tracking on), Redis remembers
+// that we read the key and tells us when it changes; a waiter's first
+// attempt skips that (most find the lock free, and a queued session is
+// woken by its grant).
+func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attempt, error) {
+	args := []string{s.member, s.leaseMs, boolArg(req.queue), s.c.viaName(n.name), n.name}
+	p := pipe{optIn: req.track && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
+	rc := s.c.cc
+	if p.optIn {
+		rc = s.c.rc // the connection that receives the invalidations
+	}
+	res, acked := run(ctx, rc, p, acquireScript, n.keys.list(), args)
+	for try := 0; try < 4 && retryable(ctx, res.Error()) && (rc == s.c.cc || !staleConn(res.Error())); try++ {
+		// rueidis reads an idle connection of c.cc only when a call waits
+		// on it, so each connection that died meanwhile (a restart, a
+		// failover) fails the first call it gets; and a connection that
+		// another caller's deadline closed fails the calls queued on it
+		// with that caller's context error. Try again. Repeating the
+		// script is safe: a lock an earlier run took is ours and kept.
+		res, acked = run(ctx, rc, p, acquireScript, n.keys.list(), args)
+	}
+	vals, single, err := scriptInts(res)
+	if single {
+		vals = []int64{1, vals[0]} // the fast path's reply: acquired, with this fence
+	}
+	switch {
+	case err != nil:
+		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONFOREIGN") {
+			return attempt{}, fmt.Errorf("%w: key %s holds %s", ErrForeignValue, n.keys.lock, strings.TrimPrefix(re.Error(), "BATONFOREIGN "))
+		}
+		return attempt{}, err
+	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3) && p.replicas > 0 && acked < int64(p.replicas):
+		// Undo: a failover could lose this write and let another client in.
+		owner := s.member + ":" + strconv.FormatInt(vals[1], 10)
+		ures, _ := run(context.WithoutCancel(ctx), s.c.rc, pipe{}, releaseScript, n.keys.list(),
+			[]string{owner, s.member, s.leaseMs, "0", s.c.viaName(n.name), n.name, s.lingerMs})
+		return attempt{}, errors.Join(fmt.Errorf("%w: %d of %d replicas acknowledged %q within %v",
+			ErrNotReplicated, max(acked, 0), p.replicas, truncate(n.name), p.timeout), ures.Error())
+	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3):
+		return attempt{acquired: true, kept: vals[0] == 3, fence: uint64(vals[1])}, nil
+	case len(vals) < 4:
+		return attempt{}, fmt.Errorf("baton: unexpected acquire reply %v", vals)
+	}
+	wt := time.Duration(vals[1]) * time.Millisecond
+	if wt <= 0 { // a key without TTL: look again after a lease
+		wt = s.lease
+	}
+	return attempt{fence: uint64(vals[2]), wait: wt + time.Millisecond, pos: vals[3]}, nil
+}
+
+// retryable reports whether a failed call may be repeated at once: a
+// connection that had died before the call used it, or a context error
+// whose context has not ended (another caller's deadline closed the shared
+// connection; never report that error to a caller whose ctx is live).
+func retryable(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	return staleConn(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// scriptCall is the script call of a release or dequeue request.
+func (s *Session) scriptCall(n *name, req *request) call {
+	if req.kind == dequeueCall {
+		return call{dequeueScript, n.keys.list(), []string{s.member, s.c.viaName(n.name), n.name}}
+	}
+	return call{releaseScript, n.keys.list(), []string{req.owner, s.member, s.leaseMs, req.mode, s.c.viaName(n.name), n.name, s.lingerMs}}
+}
+
+// callRelease runs the release script, trying again after passing failures
+// (a dropped connection, a slot in migration) with a pause, until ctx ends.
+// A dropped connection loses the reply, not necessarily the call: "not
+// ours" after one counts as our own earlier release only when the key
+// holds our own free marker. A release that granted the lock to another
+// session and lost its reply then reports ErrLockLost: taken over and
+// released cannot be told apart, and a false report is the safe side.
+func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o releaseOutcome, sent time.Time, err error) {
+	rc := s.c.cc
+	if req.rc {
+		rc = s.c.rc
+	}
+	c := s.scriptCall(n, req)
+	maybeRan := false
+	for try := 1; ; try++ {
+		sent = time.Now()
+		res, _ := run(ctx, rc, pipe{}, c.s, c.keys, c.args)
+		o, err = releaseResult(res, req.owner, maybeRan)
+		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
+			return o, sent, err
+		}
+		if !isRedisErr(err) {
+			maybeRan = true
+		}
+		pause(ctx, min(time.Duration(try)*20*time.Millisecond, 200*time.Millisecond))
+	}
+}
+
+// releaseResult reads a release reply. After a call that may have run,
+// "not ours" with our own free marker in the key counts as released.
+func releaseResult(res rueidis.RedisResult, owner string, maybeRan bool) (releaseOutcome, error) {
+	m, err := res.ToMessage()
+	if err != nil {
+		return releaseOutcome{}, err
+	}
+	if n, ierr := m.AsInt64(); ierr == nil {
+		return releaseOutcome{code: n}, nil
+	}
+	arr, err := m.ToArray()
+	if err != nil || len(arr) == 0 {
+		return releaseOutcome{}, fmt.Errorf("baton: unexpected release reply: %v", m)
+	}
+	code, err := arr[0].AsInt64()
+	if err != nil {
+		return releaseOutcome{}, err
+	}
+	o := releaseOutcome{code: code}
+	if len(arr) > 1 {
+		switch code {
+		case -1:
+			v, _ := arr[1].ToString()
+			if maybeRan && v == "~"+fenceOf(owner) {
+				o.code = 0
+			}
+		case 1:
+			x, _ := arr[1].AsInt64()
+			o.lingering = x == 1
+		case 2:
+			x, _ := arr[1].AsInt64()
+			o.fence = uint64(x)
+		}
+	}
+	return o, nil
+}
+
+// fenceOf returns the fence part of an owner token "member:fence".
+func fenceOf(owner string) string {
+	for i := len(owner) - 1; i >= 0; i-- {
+		if owner[i] == ':' {
+			return owner[i+1:]
+		}
+	}
+	return ""
+}
+
+
+// transient reports whether a failed attempt is worth repeating while the
+// caller waits: network errors, and Redis errors that pass with time
+// (loading a dataset, failover, resharding).
+func transient(err error) bool {
+	if errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrForeignValue) {
+		return false
+	}
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return true
+	}
+	switch strings.SplitN(re.Error(), " ", 2)[0] {
+	case "LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY", "MOVED", "ASK":
+		return true
+	}
+	return false
+}
+
+// staleConn reports whether err says that a connection had died before
+// the call used it: the server closed or reset it.
+func staleConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// pause waits for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func isRedisErr(err error) bool {
+	_, ok := rueidis.IsRedisErr(err)
+	return ok
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

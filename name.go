@@ -1,0 +1,676 @@
+package baton
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The state machine of one lock name in one session. It decides; the shell
+// (session.go, lock.go, notify.go, renew.go) acts. Every transition runs
+// with the session mutex held, takes the time its event was observed, does
+// no I/O and never unlocks: it changes the state and returns effects (a
+// script call to make, waiters to wake, locks whose end to signal), which
+// the caller carries out after unlocking. One script call at a time is in
+// flight per name and session, and its reply is applied to the state that
+// sent it.
+
+// state says where a session stands with one name.
+type state uint8
+
+const (
+	idle      state = iota // Redis holds nothing of ours for the name, as far as we know
+	acquiring              // an acquire script is in flight
+	queued                 // Redis may hold our queue entry: the head waiter waits for a grant or for n.recheck
+	held                   // we hold the key (n.hold); the session's goroutines pass it along
+	releasing              // a release script is in flight, for n.hold or for a grant nobody here wants
+	lingering              // queued without waiters after a contended release, until n.linger
+	leaving                // a dequeue script is in flight
+)
+
+var stateNames = [...]string{"idle", "acquiring", "queued", "held", "releasing", "lingering", "leaving"}
+
+func (st state) String() string { return stateNames[st] }
+
+// inCall reports whether a script call is in flight.
+func (st state) inCall() bool { return st == acquiring || st == releasing || st == leaving }
+
+// rules are what a session's names share: its identity, lease and options.
+type rules struct {
+	member  string
+	lease   time.Duration
+	margin  time.Duration // allowance for clock drift and timer lateness
+	cohort  int           // Options.CohortLimit
+	confirm bool          // MinReplicas: a grant is confirmed by acquiring it again
+	sharded bool          // Redis Cluster: listen on the name's grant channel before queueing
+	closed  bool          // the session is closed
+	stats   *counters
+}
+
+// name is a session's state for one lock name. It is guarded by the
+// session's mutex and lives while it is not idle or has waiters.
+type name struct {
+	name    string
+	keys    keys
+	r       *rules
+	s       *Session // for the shell; nil in tests of the machine alone
+	unsub   func()   // for the shell: cancels the grant subscription
+	st      state
+	seq     uint64    // number of the call in flight; replies carry it
+	call    request   // the call in flight
+	waiters []*waiter // FIFO; only waiters[0] acts
+	hold    *hold     // held: our hold; releasing: the hold being released (nil for a stray grant)
+	grant   grant     // a grant read while a call was in flight, applied after its reply
+	seen    uint64    // highest fence seen for the name: grants at or below it are stale
+	expect  uint64    // confirm: the grant the head's next acquire confirms
+	recheck time.Time // idle or queued with waiters: when the head asks Redis again (zero: at once)
+	stale   bool      // the key changed, or a connection dropped, while a call was in flight
+	linger  time.Time // lingering until then
+	pos     int64     // our place in the Redis queue at the last attempt (0: next)
+	sub     subState  // Redis Cluster: our subscription to the name's grant channel
+}
+
+// subState is the state of a name's grant subscription on Redis Cluster.
+type subState uint8
+
+const (
+	subNone subState = iota
+	subPending
+	subReady
+)
+
+// waiter is one goroutine blocked in Lock.
+type waiter struct {
+	wake  chan struct{} // size 1: merged wake-ups
+	lock  *Lock         // set when handed the lock
+	tries int           // acquire attempts made for it
+}
+
+// hold is a session's ownership of one lock key in Redis. Goroutines of the
+// session may pass it along (each gets its own Lock and fencing token) while
+// the key, its owner token and its lease stay the same.
+type hold struct {
+	owner    string    // value of the lock key: member:fence
+	fence    uint64    // token issued by Redis; local hand-offs use the next ones
+	passes   int       // local hand-offs since fence was issued
+	since    time.Time // when Redis issued fence
+	waited   bool      // acquired after waiting: the name is contended
+	suspect  bool      // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
+	deadline time.Time // local lease deadline: lost at this time unless renewed
+	lock     *Lock     // current local holder; nil while passing or releasing
+}
+
+// grant is a grant message: the fence Redis gave us and when we read it.
+type grant struct {
+	fence uint64
+	read  time.Time
+}
+
+// callKind is the kind of a script call.
+type callKind uint8
+
+const (
+	acquireCall callKind = iota + 1
+	releaseCall
+	dequeueCall
+)
+
+// request is a script call a transition asks the shell to make. Its reply
+// goes back to the machine with the same seq.
+type request struct {
+	kind  callKind
+	seq   uint64
+	try   bool   // acquire: TryLock's attempt, whose lock goes to its caller
+	queue bool   // acquire: join the Redis queue when busy
+	track bool   // acquire: have Redis track the key for us
+	from  state  // acquire: the state it was sent from
+	owner string // release: the owner token
+	mode  string // release: "0" release, "1" keep or requeue for our waiters, "2" linger
+	rc    bool   // release: contended, so on the tracking client, whose writes (NOLOOP) do not wake our waiters
+	until time.Time
+}
+
+// effects are what a transition leaves for its caller to do after
+// unlocking.
+type effects struct {
+	call   *request  // a script to send now
+	wake   []*waiter // waiters to wake
+	renew  bool      // a hold's lease counts from a grant: renew soon
+	sub    bool      // Redis Cluster: subscribe to the name's grant channel
+	forget bool      // the name is idle: drop it and its subscription
+	queued bool      // a waiter went to sleep in the Redis queue (test hook)
+}
+
+func (e *effects) empty() bool {
+	return e.call == nil && len(e.wake) == 0 && !e.renew && !e.sub && !e.forget
+}
+
+func (e *effects) wakeHead(n *name) {
+	if len(n.waiters) > 0 {
+		e.wake = append(e.wake, n.waiters[0])
+	}
+}
+
+// start records req as the call in flight and returns it numbered.
+func (n *name) start(st state, req request) *request {
+	n.seq++
+	req.seq = n.seq
+	n.st, n.call = st, req
+	return &req
+}
+
+// join adds a waiter of Lock.
+func (n *name) join(w *waiter, now time.Time) (e effects) {
+	n.waiters = append(n.waiters, w)
+	if len(n.waiters) > 1 {
+		return e
+	}
+	switch n.st {
+	case lingering:
+		if now.Before(n.linger) {
+			// Queued by our own release: wait for the grant (the renewal
+			// tick keeps the entry now that we wait), asking Redis at the
+			// latest when the entry would have lapsed.
+			n.st, n.recheck = queued, n.linger
+		} else {
+			n.st = idle // the entry has lapsed
+		}
+	case held:
+		if n.r.sharded && n.sub == subNone {
+			// Contended inside the session: listen for grants before the
+			// holder's release queues us.
+			n.sub, e.sub = subPending, true
+		}
+	}
+	if n.st == idle {
+		n.recheck = time.Time{} // nothing will wake us: ask now
+	}
+	return e
+}
+
+// poll is the head waiter's turn: it returns the lock when w has been
+// handed one, else a call to make, else when to look again (zero: when
+// woken).
+func (n *name) poll(w *waiter, now time.Time) (l *Lock, req *request, at time.Time) {
+	if w.lock != nil {
+		return w.lock, nil, time.Time{}
+	}
+	if len(n.waiters) == 0 || n.waiters[0] != w || (n.st != idle && n.st != queued) || n.r.closed {
+		return nil, nil, time.Time{}
+	}
+	queue := !n.r.sharded || n.sub == subReady
+	if n.r.sharded && n.sub == subPending {
+		return nil, nil, time.Time{} // woken once subscribed
+	}
+	if now.Before(n.recheck) {
+		return nil, nil, n.recheck
+	}
+	w.tries++
+	n.stale = false
+	return nil, n.start(acquiring, request{kind: acquireCall, queue: queue, track: w.tries > 1, from: n.st}), time.Time{}
+}
+
+// try starts TryLock's single attempt, or says why it cannot.
+func (n *name) try() (*request, error) {
+	if n.st != idle || len(n.waiters) > 0 || n.r.closed {
+		if n.r.closed {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("%w: %q is held or awaited by this session", ErrNotAcquired, truncate(n.name))
+	}
+	return n.start(acquiring, request{kind: acquireCall, try: true, from: idle}), nil
+}
+
+// acquireReply applies the reply of an acquire call sent at sent. retry is
+// when to try again after a transient error. It returns the lock for
+// TryLock's caller when acquired (a waiter's lock is handed to it).
+func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err error, retry time.Time) (l *Lock, e effects) {
+	if n.st != acquiring || seq != n.seq {
+		panic("baton: acquire reply for a call not in flight")
+	}
+	req := n.call
+	switch {
+	case err != nil && !transient(err):
+		// Refused: the script did not run to its end.
+		n.st = req.from
+	case err != nil:
+		// Unknown outcome: the script may have queued us or taken the lock.
+		n.st, n.recheck = queued, retry
+	case a.acquired && a.kept && a.fence <= n.seen && a.fence != n.expect:
+		// A hold of ours that a failed release left behind: release it,
+		// then try again.
+		n.st, n.recheck = idle, time.Time{}
+		return nil, n.releaseStray(a.fence)
+	case a.acquired:
+		n.seen, n.expect = max(n.seen, a.fence), 0
+		h := &hold{owner: n.owner(a.fence), fence: a.fence, deadline: sent.Add(n.r.lease - n.r.margin), since: now}
+		n.st, n.hold = held, h
+		if n.r.closed {
+			return nil, n.settle(now)
+		}
+		h.waited = !req.try && n.waiters[0].tries > 1
+		if req.try {
+			l = n.newLock(h, 0, now)
+		} else {
+			n.handHead(h, 0, now, &e)
+		}
+	default:
+		n.seen = max(n.seen, a.fence)
+		n.pos = a.pos
+		n.st = idle
+		if a.pos >= 0 || req.from == queued {
+			n.st = queued
+		}
+		n.recheck = now.Add(a.wait)
+		if n.stale {
+			// The key changed (or a connection dropped) while we asked:
+			// the answer may be old already.
+			n.recheck = now.Add(staleGrace)
+		}
+		if !req.queue && !req.try && n.r.sharded && n.sub == subNone {
+			// Busy on Redis Cluster: listen for grants, then queue.
+			n.sub, e.sub, n.recheck = subPending, true, time.Time{}
+		}
+		e.queued = a.pos >= 0
+	}
+	e2 := n.settle(now)
+	return l, e.merge(e2)
+}
+
+// subscribed reports the name's grant subscription confirmed (ready) or
+// renewed after a failure (a grant may have been missed).
+func (n *name) subscribed(now time.Time) (e effects) {
+	if n.sub == subPending {
+		n.sub = subReady
+		e.wakeHead(n)
+		return e
+	}
+	return n.reconnected(now)
+}
+
+// granted applies a grant message read at read.
+func (n *name) granted(g grant) effects {
+	if n.st.inCall() {
+		if g.fence > n.grant.fence {
+			n.grant = g
+		}
+		return effects{}
+	}
+	return n.applyGrant(g, g.read)
+}
+
+// applyGrant applies a grant while no call is in flight. Every grant has
+// one fate: installed, confirmed by the head's next acquire, or released.
+func (n *name) applyGrant(g grant, now time.Time) (e effects) {
+	if g.fence <= n.seen {
+		return e // stale: the key has moved on since
+	}
+	n.seen = g.fence
+	if n.st == held {
+		// The key named us under a newer fence: the hold's token is gone.
+		e = n.lose(now)
+	}
+	if n.st == idle || len(n.waiters) == 0 || n.r.closed {
+		// Not queued (a late attempt queued us after we left), nobody
+		// wants it, or closed: pass it on.
+		return e.merge(n.releaseStray(g.fence))
+	}
+	if n.r.confirm {
+		// Replicas may not have the grant yet: the head acquires it again,
+		// which confirms it.
+		n.st, n.recheck, n.expect = queued, time.Time{}, g.fence
+		e.wakeHead(n)
+		return e
+	}
+	// The release ran before we read its message, at a moment we cannot
+	// know: allow a third of the lease for the delivery until the first
+	// renewal confirms.
+	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: g.read.Add(n.r.lease - n.r.lease/3 - n.r.margin), since: now, waited: true}
+	n.st, n.hold = held, h
+	n.r.stats.granted.Add(1)
+	n.handHead(h, 0, now, &e)
+	e.renew = true
+	return e
+}
+
+// releaseStray releases a lock granted to us that nobody here wants.
+func (n *name) releaseStray(fence uint64) (e effects) {
+	e.call = n.start(releasing, request{kind: releaseCall, owner: n.owner(fence), mode: "0", rc: true})
+	n.hold = nil
+	return e
+}
+
+// unlock ends l and decides what becomes of its hold: passed to the next
+// waiter of the session, or released (the returned call). linger lets a
+// contended release keep the session queued.
+func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error) {
+	if l.err != nil {
+		return e, l.err
+	}
+	n.end(l, ErrUnlocked, &e)
+	h := l.h
+	if n.st != held || n.hold != h {
+		return e, nil
+	}
+	// Hand the lock to the next goroutine of this session without Redis,
+	// at most CohortLimit-1 times in a row and for at most cohortWindow, so
+	// queued sessions get a turn soon also when holds are long.
+	if len(n.waiters) > 0 && h.passes+1 < n.r.cohort && now.Sub(h.since) < cohortWindow && !h.suspect &&
+		!n.r.closed && h.deadline.Sub(now) > n.r.margin {
+		h.passes++
+		n.handHead(h, h.passes, now, &e)
+		n.r.stats.handoffs.Add(1)
+		return e, nil
+	}
+	mode := "0"
+	switch {
+	case n.r.closed:
+	case len(n.waiters) > 0:
+		mode = "1"
+	case h.waited && linger:
+		// Contended: this session will likely want the lock again soon.
+		// Queue it now at no extra cost; the entry lapses at n.linger
+		// unless a waiter comes.
+		mode = "2"
+	}
+	if n.r.sharded && n.sub != subReady {
+		mode = "0" // not listening for grants on this name: do not queue
+	}
+	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: h.deadline})
+	return e, nil
+}
+
+// releaseOutcome is the reply of a release call.
+type releaseOutcome struct {
+	code      int64  // -1 not ours, 0 freed, 1 granted to another session, 2 kept for our waiter
+	fence     uint64 // code 2: the new fence
+	lingering bool   // code 1: queued again to linger
+}
+
+// releaseReply applies the reply of a release call sent at sent (the first
+// try at first). The error is what Unlock reports.
+func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOutcome, callErr error) (e effects, err error) {
+	if n.st != releasing || seq != n.seq {
+		panic("baton: release reply for a call not in flight")
+	}
+	req, h := n.call, n.hold
+	n.hold = nil
+	n.st = idle
+	switch {
+	case h == nil:
+		// A stray grant: passed on, or not ours any more.
+	case callErr != nil:
+		// Unknown outcome: the key expires within the lease, and a waiter
+		// that finds it still ours releases it first.
+		if req.mode != "0" {
+			n.st, n.recheck = queued, time.Time{}
+		}
+		err = fmt.Errorf("baton: unlock %q: %w", truncate(n.name), callErr)
+	case o.code == -1:
+		if first.Before(h.deadline) && now.After(h.deadline) {
+			// Sent in time, answered after the lease ran out: the key
+			// expired while the release was on its way, which is as good
+			// as released for the caller, who had stopped using it.
+			break
+		}
+		n.r.stats.lost.Add(1)
+		err = fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(n.name))
+	case o.code == 1 && req.mode == "1":
+		// Queued again for our waiters: the grant message wakes the head;
+		// the timer is the safety net.
+		n.st, n.recheck = queued, now.Add(n.r.lease)
+	case o.code == 1 && o.lingering:
+		n.st, n.linger = lingering, sent.Add(n.r.lease/2-n.r.margin)
+	case o.code == 2:
+		n.seen = max(n.seen, o.fence)
+		h.owner, h.fence, h.passes, h.since, h.waited = n.owner(o.fence), o.fence, 0, now, true
+		h.deadline = sent.Add(n.r.lease - n.r.margin)
+		n.st, n.hold = held, h
+		if len(n.waiters) > 0 && !n.r.closed {
+			n.handHead(h, 0, now, &e)
+		}
+	}
+	return e.merge(n.settle(now)), err
+}
+
+// dequeueReply applies the reply of a dequeue call: fence is that of a
+// lock granted to us and passed on meanwhile (0 if none). On error our
+// entry is no longer refreshed and lapses within a lease.
+func (n *name) dequeueReply(seq uint64, now time.Time, fence uint64) effects {
+	if n.st != leaving || seq != n.seq {
+		panic("baton: dequeue reply for a call not in flight")
+	}
+	n.seen = max(n.seen, fence)
+	n.st, n.recheck = idle, time.Time{}
+	return n.settle(now)
+}
+
+// cancel removes a waiter that stops waiting (its ctx ended, or the
+// session closed). A lock handed to it meanwhile is released.
+func (n *name) cancel(w *waiter, now time.Time) (e effects) {
+	if l := w.lock; l != nil {
+		if l.err == nil {
+			e, _ = n.unlock(l, now, false)
+		}
+		return e
+	}
+	for i, x := range n.waiters {
+		if x == w {
+			n.waiters = append(n.waiters[:i], n.waiters[i+1:]...)
+			if i == 0 {
+				e.wakeHead(n)
+			}
+			break
+		}
+	}
+	if n.st.inCall() {
+		return e
+	}
+	return e.merge(n.settle(now))
+}
+
+// invalidated applies a tracking invalidation of the key: if our session
+// is next in line (or not queued), the head looks again; sessions further
+// back wait for their grant.
+func (n *name) invalidated(now time.Time) (e effects) {
+	switch {
+	case n.st == acquiring:
+		n.stale = true
+	case (n.st == idle || n.st == queued && n.pos <= 0) && len(n.waiters) > 0:
+		// A grant to us changes the key too; give its message a moment
+		// to arrive before asking Redis.
+		n.stale = true
+		n.recheck = now.Add(staleGrace)
+		e.wakeHead(n)
+	}
+	return e
+}
+
+// reconnected applies a dropped connection or subscription: notifications
+// and grants may have been lost. A hold is suspect until renewed (Redis may
+// have lost it), the head asks Redis again, and a lingering session leaves
+// the queue, passing on what was granted to it.
+func (n *name) reconnected(now time.Time) (e effects) {
+	switch n.st {
+	case held:
+		n.hold.suspect = true
+	case acquiring:
+		n.stale = true
+	case idle, queued:
+		n.stale, n.recheck = true, time.Time{}
+		e.wakeHead(n)
+	case lingering:
+		n.st = queued
+		return n.settle(now)
+	}
+	return e
+}
+
+// renewed applies a renewal of the hold whose owner token was owner, sent
+// at sent.
+func (n *name) renewed(owner string, ok bool, sent, now time.Time) effects {
+	if n.st != held || n.hold.owner != owner {
+		return effects{}
+	}
+	if !ok {
+		return n.lose(now)
+	}
+	n.hold.deadline = sent.Add(n.r.lease - n.r.margin)
+	n.hold.suspect = false
+	return effects{}
+}
+
+// entryRenewed applies a refresh of our queue entry: when it is gone
+// (Redis restarted, or it was pruned), the head queues again.
+func (n *name) entryRenewed(ok bool) (e effects) {
+	if !ok && n.st == queued {
+		n.st, n.recheck = idle, time.Time{}
+		e.wakeHead(n)
+	}
+	return e
+}
+
+// tick applies the passing of time at now: a hold past its deadline is
+// lost, a lingering entry nobody came for has lapsed in Redis.
+func (n *name) tick(now time.Time) effects {
+	switch {
+	case n.st == held && !now.Before(n.hold.deadline):
+		return n.lose(now)
+	case n.st == lingering && !now.Before(n.linger):
+		n.st = idle
+		return n.settle(now)
+	}
+	return effects{}
+}
+
+// lose ends the hold: its lock, if any, reports ErrLockLost.
+func (n *name) lose(now time.Time) (e effects) {
+	if l := n.hold.lock; l != nil {
+		n.end(l, fmt.Errorf("%w: %q", ErrLockLost, truncate(n.name)), &e)
+		n.r.stats.lost.Add(1)
+	}
+	n.st, n.hold, n.recheck = idle, nil, time.Time{}
+	return e.merge(n.settle(now))
+}
+
+// close applies the session's Close (n.r.closed is set): locks end with
+// ErrClosed, waiters leave (they see the session's done channel), and what
+// Redis holds of ours is released. A call in flight cleans up after its
+// reply.
+func (n *name) close(now time.Time) (e effects) {
+	for _, w := range n.waiters {
+		if w.lock != nil {
+			n.end(w.lock, ErrClosed, &e)
+		}
+	}
+	n.waiters = nil
+	if n.st == held && n.hold.lock != nil {
+		n.end(n.hold.lock, ErrClosed, &e)
+	}
+	if n.st.inCall() {
+		return e
+	}
+	return e.merge(n.settle(now))
+}
+
+// settle runs when no call is in flight: it applies a grant that arrived
+// meanwhile, lets the head waiter act, and leaves what nobody wants: a hold
+// of a closed session, a queue entry without waiters, an idle name.
+func (n *name) settle(now time.Time) (e effects) {
+	if n.st.inCall() {
+		return e
+	}
+	if g := n.grant; g.fence != 0 {
+		n.grant = grant{}
+		e = n.applyGrant(g, now)
+		if n.st.inCall() {
+			return e
+		}
+	}
+	switch {
+	case n.st == held && n.r.closed:
+		if l := n.hold.lock; l != nil {
+			n.end(l, ErrClosed, &e)
+		}
+		e.call = n.start(releasing, request{kind: releaseCall, owner: n.hold.owner, mode: "0", until: n.hold.deadline})
+	case n.st == held && n.hold.lock == nil:
+		// Kept for a waiter that has gone since.
+		e.call = n.start(releasing, request{kind: releaseCall, owner: n.hold.owner, mode: "0", until: n.hold.deadline})
+	case n.st == held:
+	case len(n.waiters) > 0 && !n.r.closed:
+		e.wakeHead(n)
+	case n.st == queued || n.st == lingering && n.r.closed:
+		e.call = n.start(leaving, request{kind: dequeueCall})
+	case n.st == idle:
+		e.forget = true
+	}
+	return e
+}
+
+// handHead creates the Lock for the pass-th local holder of h (0: the one
+// Redis gave it to) and hands it to the head waiter.
+func (n *name) handHead(h *hold, pass int, now time.Time, e *effects) {
+	w := n.waiters[0]
+	n.waiters = n.waiters[1:]
+	w.lock = n.newLock(h, pass, now)
+	e.wake = append(e.wake, w)
+}
+
+// newLock makes the Lock of h's pass-th holder. Its fencing token is the
+// Redis fence times 1024 plus pass, so tokens rise across local hand-offs
+// and every later Redis fence is above them all.
+func (n *name) newLock(h *hold, pass int, now time.Time) *Lock {
+	l := &Lock{n: n, h: h, token: h.fence<<tokenShift | uint64(pass), acquired: now, done: make(chan struct{})}
+	h.lock = l
+	n.r.stats.acquired.Add(1)
+	return l
+}
+
+// end ends l with err (ErrUnlocked, ErrClosed or ErrLockLost): Err
+// reports it, Done closes and Context is cancelled. No user code runs
+// here (context.AfterFunc functions run in goroutines of their own).
+func (n *name) end(l *Lock, err error, _ *effects) {
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	if l.h.lock == l {
+		l.h.lock = nil
+	}
+	close(l.done)
+	if l.cancel != nil {
+		l.cancel(err)
+	}
+}
+
+func (n *name) owner(fence uint64) string {
+	return n.r.member + ":" + strconv.FormatUint(fence, 10)
+}
+
+// merge adds b's effects to e's. At most one of them carries a call.
+func (e effects) merge(b effects) effects {
+	if b.call != nil {
+		if e.call != nil {
+			panic("baton: two calls in flight for one name")
+		}
+		e.call = b.call
+	}
+	e.wake = append(e.wake, b.wake...)
+	e.renew = e.renew || b.renew
+	e.sub = e.sub || b.sub
+	e.forget = e.forget || b.forget
+	e.queued = e.queued || b.queued
+	return e
+}
+
+// tokenShift makes room in a fencing token for the local hand-offs of one
+// Redis fence (CohortLimit is at most 1024).
+const tokenShift = 10
+
+// cohortWindow bounds how long a session keeps passing a lock among its
+// own goroutines before Redis may grant it to another session.
+const cohortWindow = 10 * time.Millisecond
+
+// staleGrace is how long a waiter lets a grant message arrive after its key
+// changed before it asks Redis itself.
+const staleGrace = 5 * time.Millisecond
