@@ -98,34 +98,33 @@ func (s *Session) scriptCall(n *name, req *request) call {
 // callRelease runs the release script, trying again after passing failures
 // (a dropped connection, a slot in migration) with a pause, until ctx ends.
 // A dropped connection loses the reply, not necessarily the call: "not
-// ours" after one counts as our own earlier release only when the key
-// holds our own free marker. A release that granted the lock to another
-// session and lost its reply then reports ErrLockLost: taken over and
-// released cannot be told apart, and a false report is the safe side.
+// ours" after one is our own earlier release when the key holds our free
+// marker, a loss when the key is gone (a release leaves a marker or a
+// grantee), and not known otherwise (see releaseReply).
 func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o releaseOutcome, sent time.Time, err error) {
 	rc := s.c.cc
 	if req.rc {
 		rc = s.c.rc
 	}
 	c := s.scriptCall(n, req)
-	maybeRan := false
+	var lost error // a try whose reply was lost
 	for try := 1; ; try++ {
 		sent = time.Now()
 		res, _ := run(ctx, rc, pipe{}, c.s, c.keys, c.args)
-		o, err = releaseResult(res, req.owner, maybeRan)
+		o, err = releaseResult(res, req.owner, lost)
 		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
 			return o, sent, err
 		}
 		if !isRedisErr(err) {
-			maybeRan = true
+			lost = err
 		}
 		pause(ctx, min(time.Duration(try)*20*time.Millisecond, 200*time.Millisecond))
 	}
 }
 
-// releaseResult reads a release reply. After a call that may have run,
+// releaseResult reads a release reply. After a try whose reply was lost,
 // "not ours" with our own free marker in the key counts as released.
-func releaseResult(res rueidis.RedisResult, owner string, maybeRan bool) (releaseOutcome, error) {
+func releaseResult(res rueidis.RedisResult, owner string, lost error) (releaseOutcome, error) {
 	m, err := res.ToMessage()
 	if err != nil {
 		return releaseOutcome{}, err
@@ -145,9 +144,12 @@ func releaseResult(res rueidis.RedisResult, owner string, maybeRan bool) (releas
 	if len(arr) > 1 {
 		switch code {
 		case -1:
-			v, _ := arr[1].ToString()
-			if maybeRan && v == "~"+fenceOf(owner) {
+			switch v, _ := arr[1].ToString(); {
+			case lost == nil || v == "":
+			case v == "~"+fenceOf(owner):
 				o.code = 0
+			default:
+				o.lostReply = lost
 			}
 		case 1:
 			x, _ := arr[1].AsInt64()
@@ -169,7 +171,6 @@ func fenceOf(owner string) string {
 	}
 	return ""
 }
-
 
 // transient reports whether a failed attempt is worth repeating while the
 // caller waits: network errors, and Redis errors that pass with time

@@ -65,6 +65,7 @@ type name struct {
 	expect  uint64    // confirm: the grant the head's next acquire confirms
 	recheck time.Time // idle or queued with waiters: when the head asks Redis again (zero: at once)
 	stale   bool      // the key changed, or a connection dropped, while a call was in flight
+	unsure  bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
 	linger  time.Time // lingering until then
 	pos     int64     // our place in the Redis queue at the last attempt (0: next)
 	sub     subState  // Redis Cluster: our subscription to the name's grant channel
@@ -229,6 +230,7 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 		panic("baton: acquire reply for a call not in flight")
 	}
 	req := n.call
+	n.unsure = err != nil && transient(err)
 	switch {
 	case err != nil && !transient(err):
 		// Refused: the script did not run to its end.
@@ -241,12 +243,18 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 		// then try again.
 		n.st, n.recheck = idle, time.Time{}
 		return nil, n.releaseStray(a.fence)
+	case a.acquired && !now.Before(sent.Add(n.r.lease-n.r.margin)):
+		// Answered after its lease could have run out: release it (if it
+		// is still ours) and try again.
+		n.seen = max(n.seen, a.fence)
+		n.recheck = time.Time{}
+		return nil, n.releaseStray(a.fence)
 	case a.acquired:
 		n.seen, n.expect = max(n.seen, a.fence), 0
 		h := &hold{owner: n.owner(a.fence), fence: a.fence, deadline: sent.Add(n.r.lease - n.r.margin), since: now}
 		n.st, n.hold = held, h
-		if n.r.closed {
-			return nil, n.settle(now)
+		if n.r.closed || !req.try && len(n.waiters) == 0 {
+			return nil, n.settle(now) // nobody to take it: released
 		}
 		h.waited = !req.try && n.waiters[0].tries > 1
 		if req.try {
@@ -288,15 +296,15 @@ func (n *name) subscribed(now time.Time) (e effects) {
 	return n.reconnected(now)
 }
 
-// granted applies a grant message read at read.
-func (n *name) granted(g grant) effects {
+// granted applies a grant message read off the socket at g.read.
+func (n *name) granted(g grant, now time.Time) effects {
 	if n.st.inCall() {
 		if g.fence > n.grant.fence {
 			n.grant = g
 		}
 		return effects{}
 	}
-	return n.applyGrant(g, g.read)
+	return n.applyGrant(g, now)
 }
 
 // applyGrant applies a grant while no call is in flight. Every grant has
@@ -315,8 +323,9 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 		// wants it, or closed: pass it on.
 		return e.merge(n.releaseStray(g.fence))
 	}
-	if n.r.confirm {
-		// Replicas may not have the grant yet: the head acquires it again,
+	if n.r.confirm || n.unsure {
+		// Replicas may not have the grant yet, or it may be one that a
+		// call whose reply was lost passed on: the head acquires it again,
 		// which confirms it.
 		n.st, n.recheck, n.expect = queued, time.Time{}, g.fence
 		e.wakeHead(n)
@@ -325,7 +334,14 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 	// The release ran before we read its message, at a moment we cannot
 	// know: allow a third of the lease for the delivery until the first
 	// renewal confirms.
-	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: g.read.Add(n.r.lease - n.r.lease/3 - n.r.margin), since: now, waited: true}
+	deadline := g.read.Add(n.r.lease - n.r.lease/3 - n.r.margin)
+	if !now.Before(deadline) {
+		// Applied too late to be sure it is still ours: pass it on (if it
+		// is), and the head asks again.
+		n.st, n.recheck = queued, time.Time{}
+		return e.merge(n.releaseStray(g.fence))
+	}
+	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: deadline, since: now, waited: true}
 	n.st, n.hold = held, h
 	n.r.stats.granted.Add(1)
 	n.handHead(h, 0, now, &e)
@@ -385,6 +401,7 @@ type releaseOutcome struct {
 	code      int64  // -1 not ours, 0 freed, 1 granted to another session, 2 kept for our waiter
 	fence     uint64 // code 2: the new fence
 	lingering bool   // code 1: queued again to linger
+	lostReply error  // code -1 after a try whose reply was lost: the key has moved on, maybe by that try
 }
 
 // releaseReply applies the reply of a release call sent at sent (the first
@@ -396,6 +413,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 	req, h := n.call, n.hold
 	n.hold = nil
 	n.st = idle
+	n.unsure = callErr != nil
 	switch {
 	case h == nil:
 		// A stray grant: passed on, or not ours any more.
@@ -406,6 +424,10 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 			n.st, n.recheck = queued, time.Time{}
 		}
 		err = fmt.Errorf("baton: unlock %q: %w", truncate(n.name), callErr)
+	case o.code == -1 && o.lostReply != nil:
+		// Released by the try whose reply was lost (granted on), or taken
+		// over before it: not known, so neither nil nor ErrLockLost.
+		err = fmt.Errorf("baton: unlock %q: a reply was lost (%w) and the key has moved on since: released by that try, or lost before it", truncate(n.name), o.lostReply)
 	case o.code == -1:
 		if first.Before(h.deadline) && now.After(h.deadline) {
 			// Sent in time, answered after the lease ran out: the key
@@ -421,6 +443,11 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		n.st, n.recheck = queued, now.Add(n.r.lease)
 	case o.code == 1 && o.lingering:
 		n.st, n.linger = lingering, sent.Add(n.r.lease/2-n.r.margin)
+	case o.code == 2 && !now.Before(sent.Add(n.r.lease-n.r.margin)):
+		// Kept for our waiter, but answered after that lease could have
+		// run out: release it (if it is still ours); the head asks again.
+		n.seen = max(n.seen, o.fence)
+		return n.releaseStray(o.fence), nil
 	case o.code == 2:
 		n.seen = max(n.seen, o.fence)
 		h.owner, h.fence, h.passes, h.since, h.waited = n.owner(o.fence), o.fence, 0, now, true
@@ -436,11 +463,12 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 // dequeueReply applies the reply of a dequeue call: fence is that of a
 // lock granted to us and passed on meanwhile (0 if none). On error our
 // entry is no longer refreshed and lapses within a lease.
-func (n *name) dequeueReply(seq uint64, now time.Time, fence uint64) effects {
+func (n *name) dequeueReply(seq uint64, now time.Time, fence uint64, err error) effects {
 	if n.st != leaving || seq != n.seq {
 		panic("baton: dequeue reply for a call not in flight")
 	}
 	n.seen = max(n.seen, fence)
+	n.unsure = err != nil
 	n.st, n.recheck = idle, time.Time{}
 	return n.settle(now)
 }
@@ -521,10 +549,12 @@ func (n *name) renewed(owner string, ok bool, sent, now time.Time) effects {
 }
 
 // entryRenewed applies a refresh of our queue entry: when it is gone
-// (Redis restarted, or it was pruned), the head queues again.
+// (Redis restarted, it was pruned, or an attempt whose reply was lost took
+// the lock instead), the head asks again. The state stays queued: leaving
+// then dequeues, which releases what such an attempt took.
 func (n *name) entryRenewed(ok bool) (e effects) {
 	if !ok && n.st == queued {
-		n.st, n.recheck = idle, time.Time{}
+		n.recheck = time.Time{}
 		e.wakeHead(n)
 	}
 	return e

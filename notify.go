@@ -35,7 +35,7 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 		n = &name{name: lname, keys: newKeys(c.prefix, lname), r: &s.rules, s: s}
 		s.names[lname] = n
 	}
-	e := n.granted(grant{fence: fence, read: read})
+	e := n.granted(grant{fence: fence, read: read}, time.Now())
 	s.finish(n, &e)
 }
 

@@ -24,7 +24,7 @@ type SessionOptions struct {
 // use; the zero value is not usable.
 type Session struct {
 	c        *Client
-	rules    // rules.closed is guarded by mu
+	rules           // rules.closed is guarded by mu
 	leaseMs  string // lease in ms, as scripts take it
 	lingerMs string // how long a lingering release keeps us queued (lease/2), in ms
 
@@ -394,9 +394,9 @@ func (s *Session) run(ctx context.Context, n *name, req *request) error {
 	case dequeueCall:
 		args := []string{s.member, s.c.viaName(n.name), n.name}
 		res, _ := run(ctx, s.c.rc, pipe{}, dequeueScript, n.keys.list(), args)
-		fence, _ := res.AsInt64()
+		fence, derr := res.AsInt64()
 		s.mu.Lock()
-		e = n.dequeueReply(req.seq, time.Now(), uint64(max(fence, 0)))
+		e = n.dequeueReply(req.seq, time.Now(), uint64(max(fence, 0)), derr)
 	default:
 		panic("baton: run of an acquire call")
 	}
@@ -421,10 +421,10 @@ func (s *Session) runAll(ctx context.Context, jobs []job) error {
 		s.mu.Lock()
 		var e effects
 		if j.req.kind == dequeueCall {
-			fence, _ := res[i].AsInt64()
-			e = j.n.dequeueReply(j.req.seq, now, uint64(max(fence, 0)))
+			fence, derr := res[i].AsInt64()
+			e = j.n.dequeueReply(j.req.seq, now, uint64(max(fence, 0)), derr)
 		} else {
-			o, err := releaseResult(res[i], j.req.owner, false)
+			o, err := releaseResult(res[i], j.req.owner, nil)
 			var uerr error
 			e, uerr = j.n.releaseReply(j.req.seq, now, now, now, o, err)
 			if err != nil {
@@ -457,4 +457,3 @@ func wake(c chan struct{}) {
 	default:
 	}
 }
-
