@@ -38,13 +38,17 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 		rc = s.c.rc // the connection that receives the invalidations
 	}
 	res, acked := run(ctx, rc, p, acquireScript, n.keys.list(), args)
-	for try := 0; try < 4 && retryable(ctx, res.Error()) && (rc == s.c.cc || !staleConn(res.Error())); try++ {
+	for try := 1; retryable(ctx, res.Error()) && (rc == s.c.cc || !staleConn(res.Error())); try++ {
 		// rueidis reads an idle connection of c.cc only when a call waits
 		// on it, so each connection that died meanwhile (a restart, a
 		// failover) fails the first call it gets; and a connection that
-		// another caller's deadline closed fails the calls queued on it
-		// with that caller's context error. Try again. Repeating the
-		// script is safe: a lock an earlier run took is ours and kept.
+		// another caller's deadline closed (or failed to dial) fails the
+		// calls queued on it with that caller's context error. Try again
+		// while ctx lasts. Repeating the script is safe: a lock an earlier
+		// run took is ours and kept.
+		if try > 4 {
+			pause(ctx, min(time.Duration(try)*time.Millisecond, 20*time.Millisecond))
+		}
 		res, acked = run(ctx, rc, p, acquireScript, n.keys.list(), args)
 	}
 	vals, single, err := scriptInts(res)

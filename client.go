@@ -285,6 +285,7 @@ func (c *Client) newSession(lease time.Duration) *Session {
 			cohort:  c.cohort,
 			confirm: c.replicas > 0,
 			sharded: c.sharded,
+			track:   c.trackHeld(),
 			stats:   &c.stats,
 		},
 		leaseMs:  strconv.FormatInt(lease.Milliseconds(), 10),

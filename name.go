@@ -43,6 +43,7 @@ type rules struct {
 	cohort  int           // Options.CohortLimit
 	confirm bool          // MinReplicas: a grant is confirmed by acquiring it again
 	sharded bool          // Redis Cluster: listen on the name's grant channel before queueing
+	track   bool          // Redis tracks held keys for us: a change of one is checked at once
 	closed  bool          // the session is closed
 	stats   *counters
 }
@@ -66,7 +67,8 @@ type name struct {
 	recheck time.Time // idle or queued with waiters: when the head asks Redis again (zero: at once)
 	stale   bool      // the key changed, or a connection dropped, while a call was in flight
 	unsure  bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
-	linger  time.Time // lingering until then
+	linger  time.Time // lingering: our entry lives in Redis at least until then
+	lapse   time.Time // lingering: and at most until then
 	pos     int64     // our place in the Redis queue at the last attempt (0: next)
 	sub     subState  // Redis Cluster: our subscription to the name's grant channel
 }
@@ -98,6 +100,7 @@ type hold struct {
 	waited   bool      // acquired after waiting: the name is contended
 	suspect  bool      // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
 	deadline time.Time // local lease deadline: lost at this time unless renewed
+	checkAt  time.Time // track: renew (and so have Redis track the key) then; zero: not needed
 	lock     *Lock     // current local holder; nil while passing or releasing
 }
 
@@ -139,11 +142,20 @@ type effects struct {
 	renew  bool      // a hold's lease counts from a grant: renew soon
 	sub    bool      // Redis Cluster: subscribe to the name's grant channel
 	forget bool      // the name is idle: drop it and its subscription
+	check  bool      // the hold has a checkAt: the renewal loop must look at it
 	queued bool      // a waiter went to sleep in the Redis queue (test hook)
 }
 
 func (e *effects) empty() bool {
-	return e.call == nil && len(e.wake) == 0 && !e.renew && !e.sub && !e.forget
+	return e.call == nil && len(e.wake) == 0 && !e.renew && !e.sub && !e.forget && !e.check
+}
+
+// checkHold asks for a renewal of the hold at at, which tells whether the
+// key is still ours and has Redis track it from then on.
+func (n *name) checkHold(at time.Time, e *effects) {
+	if h := n.hold; n.r.track && n.st == held && (h.checkAt.IsZero() || at.Before(h.checkAt)) {
+		h.checkAt, e.check = at, true
+	}
 }
 
 func (e *effects) wakeHead(n *name) {
@@ -168,14 +180,10 @@ func (n *name) join(w *waiter, now time.Time) (e effects) {
 	}
 	switch n.st {
 	case lingering:
-		if now.Before(n.linger) {
-			// Queued by our own release: wait for the grant (the renewal
-			// tick keeps the entry now that we wait), asking Redis at the
-			// latest when the entry would have lapsed.
-			n.st, n.recheck = queued, n.linger
-		} else {
-			n.st = idle // the entry has lapsed
-		}
+		// Queued by our own release: wait for the grant (the renewal tick
+		// keeps the entry now that we wait), asking Redis at the latest
+		// when the entry may have lapsed.
+		n.st, n.recheck = queued, n.linger
 	case held:
 		if n.r.sharded && n.sub == subNone {
 			// Contended inside the session: listen for grants before the
@@ -257,6 +265,7 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 			return nil, n.settle(now) // nobody to take it: released
 		}
 		h.waited = !req.try && n.waiters[0].tries > 1
+		n.checkHold(now.Add(trackDelay), &e)
 		if req.try {
 			l = n.newLock(h, 0, now)
 		} else {
@@ -345,6 +354,7 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 	n.st, n.hold = held, h
 	n.r.stats.granted.Add(1)
 	n.handHead(h, 0, now, &e)
+	n.checkHold(now.Add(trackDelay), &e)
 	e.renew = true
 	return e
 }
@@ -442,7 +452,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		// the timer is the safety net.
 		n.st, n.recheck = queued, now.Add(n.r.lease)
 	case o.code == 1 && o.lingering:
-		n.st, n.linger = lingering, sent.Add(n.r.lease/2-n.r.margin)
+		n.st, n.linger, n.lapse = lingering, sent.Add(n.r.lease/2-n.r.margin), now.Add(n.r.lease/2+n.r.margin)
 	case o.code == 2 && !now.Before(sent.Add(n.r.lease-n.r.margin)):
 		// Kept for our waiter, but answered after that lease could have
 		// run out: release it (if it is still ours); the head asks again.
@@ -455,6 +465,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		n.st, n.hold = held, h
 		if len(n.waiters) > 0 && !n.r.closed {
 			n.handHead(h, 0, now, &e)
+			n.checkHold(now.Add(trackDelay), &e)
 		}
 	}
 	return e.merge(n.settle(now)), err
@@ -497,11 +508,14 @@ func (n *name) cancel(w *waiter, now time.Time) (e effects) {
 	return e.merge(n.settle(now))
 }
 
-// invalidated applies a tracking invalidation of the key: if our session
+// invalidated applies a tracking invalidation of the key. A held key was
+// deleted, overwritten or changed: check it at once. Else, if our session
 // is next in line (or not queued), the head looks again; sessions further
 // back wait for their grant.
 func (n *name) invalidated(now time.Time) (e effects) {
 	switch {
+	case n.st == held:
+		n.checkHold(now, &e)
 	case n.st == acquiring:
 		n.stale = true
 	case (n.st == idle || n.st == queued && n.pos <= 0) && len(n.waiters) > 0:
@@ -522,6 +536,7 @@ func (n *name) reconnected(now time.Time) (e effects) {
 	switch n.st {
 	case held:
 		n.hold.suspect = true
+		n.checkHold(now, &e)
 	case acquiring:
 		n.stale = true
 	case idle, queued:
@@ -548,6 +563,11 @@ func (n *name) renewed(owner string, ok bool, sent, now time.Time) effects {
 	return effects{}
 }
 
+// trackDelay is how long a new hold goes before a renewal has Redis track
+// its key: most short holds end first and cost nothing; a change of the
+// key in that time is noticed at its end.
+const trackDelay = 10 * time.Millisecond
+
 // entryRenewed applies a refresh of our queue entry: when it is gone
 // (Redis restarted, it was pruned, or an attempt whose reply was lost took
 // the lock instead), the head asks again. The state stays queued: leaving
@@ -566,8 +586,8 @@ func (n *name) tick(now time.Time) effects {
 	switch {
 	case n.st == held && !now.Before(n.hold.deadline):
 		return n.lose(now)
-	case n.st == lingering && !now.Before(n.linger):
-		n.st = idle
+	case n.st == lingering && !now.Before(n.lapse):
+		n.st = idle // Redis has dropped the entry: Close need not
 		return n.settle(now)
 	}
 	return effects{}

@@ -453,7 +453,7 @@ func (s *sim) close() {
 
 func TestNameMachine(t *testing.T) {
 	const steps = 3000
-	seeds := 800
+	seeds := 200
 	if testing.Short() {
 		seeds = 100
 	}

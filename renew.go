@@ -98,6 +98,7 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 				deadline = minTime(deadline, n.hold.deadline)
 				if isDue {
 					batch = append(batch, renewal{s, n, n.hold.owner})
+					n.hold.checkAt = time.Time{}
 				}
 			case isDue && n.st == queued && len(n.waiters) > 0:
 				batch = append(batch, renewal{s: s, n: n})
@@ -107,6 +108,13 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 			s.nextRenew = now.Add(s.lease / 3)
 			if len(batch) > k {
 				due = append(due, s)
+			}
+		}
+		if inflight == nil {
+			var at time.Time
+			batch, at = s.checksDue(now, batch)
+			if !at.IsZero() {
+				next = minTime(next, at)
 			}
 		}
 		if inflight == nil {
@@ -126,7 +134,7 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 	b := &renewBatch{groups: c.group(batch), due: due, sent: time.Now()}
 	calls := make([]call, len(b.groups))
 	for i, g := range b.groups {
-		calls[i] = renewCall(g)
+		calls[i] = renewCall(g, c.trackHeld())
 	}
 	go func() {
 		defer cancel()
@@ -134,6 +142,31 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 		results <- b
 	}()
 	return next, b
+}
+
+// checksDue adds to batch the holds whose checkAt has come (new holds, and
+// keys that changed), and returns when the next one comes; s.mu is held.
+func (s *Session) checksDue(now time.Time, batch []renewal) ([]renewal, time.Time) {
+	var next time.Time
+	keep := s.track[:0]
+	for _, n := range s.track {
+		h := n.hold
+		switch {
+		case n.st != held || h.checkAt.IsZero():
+			// Gone, or renewed with the session.
+		case !now.Before(h.checkAt):
+			h.checkAt = time.Time{}
+			batch = append(batch, renewal{s, n, h.owner})
+		default:
+			keep = append(keep, n)
+			if next.IsZero() || h.checkAt.Before(next) {
+				next = h.checkAt
+			}
+		}
+	}
+	clear(s.track[len(keep):])
+	s.track = keep
+	return batch, next
 }
 
 // renewApply applies the replies of a round trip.
@@ -184,18 +217,22 @@ func (c *Client) renewApply(b *renewBatch) {
 // reports a call that its replicas did not acknowledge.
 func (c *Client) renewSend(ctx context.Context, calls []call) ([]rueidis.RedisResult, []bool) {
 	unconfirmed := make([]bool, len(calls))
-	if c.replicas == 0 {
-		res, _ := runMulti(ctx, c.rc, pipe{}, calls...)
+	p := pipe{optIn: c.trackHeld(), replicas: c.replicas, timeout: c.replicaTimeout}
+	cluster := c.rc.Mode() == rueidis.ClientModeCluster
+	if c.replicas == 0 && (!cluster || !p.optIn) {
+		res, _ := runMulti(ctx, c.rc, p, calls...)
 		return res, unconfirmed
 	}
-	p := pipe{replicas: c.replicas, timeout: c.replicaTimeout}
-	if c.rc.Mode() != rueidis.ClientModeCluster {
+	if !cluster {
 		res, acked := runMulti(ctx, c.rc, p, calls...)
 		for i := range unconfirmed {
 			unconfirmed[i] = acked < int64(c.replicas)
 		}
 		return res, unconfirmed
 	}
+	// On a cluster, CLIENT CACHING (keyless) and WAIT must share one
+	// pipeline with a single slot's calls: each call goes alone, many at
+	// once (rueidis still writes those to one node together).
 	res := make([]rueidis.RedisResult, len(calls))
 	var g errgroup.Group
 	g.SetLimit(32)
@@ -203,13 +240,19 @@ func (c *Client) renewSend(ctx context.Context, calls []call) ([]rueidis.RedisRe
 		g.Go(func() error {
 			var acked int64
 			res[i], acked = run(ctx, c.rc, p, calls[i].s, calls[i].keys, calls[i].args)
-			unconfirmed[i] = acked < int64(c.replicas)
+			unconfirmed[i] = c.replicas > 0 && acked < int64(c.replicas)
 			return nil
 		})
 	}
 	g.Wait()
 	return res, unconfirmed
 }
+
+// trackHeld reports whether renewals ask Redis to track held keys, so that
+// a holder hears at once when its key is deleted, overwritten or flushed.
+// Not with MinReplicas: its WAIT needs a connection of its own on a
+// cluster, where invalidations would not reach us.
+func (c *Client) trackHeld() bool { return c.tracking && c.replicas == 0 }
 
 // group splits a batch into script calls: per hash slot on Redis Cluster,
 // else in chunks of maxBatch.
@@ -236,14 +279,22 @@ func (c *Client) group(batch []renewal) [][]renewal {
 	return append(out, batch)
 }
 
-func renewCall(g []renewal) call {
+// renewCall is the renewal script call for g. With track, held keys are
+// read again after their lease is extended: Redis stops tracking a key
+// when our own write changes it (NOLOOP only spares us the message), and
+// the read tracks it until the next renewal.
+func renewCall(g []renewal, track bool) call {
+	kind := "h"
+	if track {
+		kind = "H"
+	}
 	keys := make([]string, 0, 2*len(g))
 	args := make([]string, 0, 3*len(g))
 	for _, r := range g {
 		lease := r.s.leaseMs
 		if r.owner != "" {
 			keys = append(keys, r.n.keys.lock)
-			args = append(args, "h", r.owner, lease)
+			args = append(args, kind, r.owner, lease)
 		} else {
 			keys = append(keys, r.n.keys.queue, r.n.keys.dead)
 			args = append(args, "w", r.s.member, lease)

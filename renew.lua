@@ -1,16 +1,19 @@
 -- Renews held locks and refreshes queue entries of waiting sessions, in one
 -- call for many names of one hash slot.
 -- ARGV: triples of kind, value, lease ms. Kind "h": KEYS[i] is a lock key
--- and value its owner token. Kind "w": KEYS[i], KEYS[i+1] are a queue and
--- its deadlines, and value our member.
+-- and value its owner token; "H" also reads the key after extending it, so
+-- that Redis tracks it for the caller (our own write ended that). Kind
+-- "w": KEYS[i], KEYS[i+1] are a queue and its deadlines, and value our
+-- member.
 -- Returns one integer per triple: 1 renewed, 0 no longer ours (or not queued).
 local out = {}
 local k = 1
 for i = 1, #ARGV, 3 do
   local kind, val, lease = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  if kind == 'h' then
+  if kind ~= 'w' then
     if redis.call('GET', KEYS[k]) == val then
       redis.call('PEXPIRE', KEYS[k], ARGV[i + 2])
+      if kind == 'H' then redis.call('PTTL', KEYS[k]) end
       out[#out + 1] = 1
     else
       out[#out + 1] = 0

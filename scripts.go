@@ -65,7 +65,7 @@ type call struct {
 
 // pipe says how runMulti sends its calls.
 type pipe struct {
-	optIn    bool          // precede the first call with CLIENT CACHING YES, so Redis tracks the keys it reads
+	optIn    bool          // precede each call with CLIENT CACHING YES, so Redis tracks the keys it reads
 	replicas int           // when > 0, follow the calls with WAIT replicas timeout
 	timeout  time.Duration // WAIT's timeout
 }
@@ -137,11 +137,11 @@ func send(ctx context.Context, rc rueidis.Client, p pipe, calls []call, build fu
 	b := rc.B()
 	// rueidis recycles commands once sent: a resend needs new ones.
 	commands := func() rueidis.Commands {
-		cmds := make(rueidis.Commands, 0, len(calls)+2)
-		if p.optIn {
-			cmds = append(cmds, b.ClientCaching().Yes().Build())
-		}
+		cmds := make(rueidis.Commands, 0, 2*len(calls)+1)
 		for _, c := range calls {
+			if p.optIn {
+				cmds = append(cmds, b.ClientCaching().Yes().Build())
+			}
 			cmds = append(cmds, build(c.s, b, c.keys, c.args))
 		}
 		if p.replicas > 0 {
@@ -182,7 +182,10 @@ func send(ctx context.Context, rc rueidis.Client, p pipe, calls []call, build fu
 		res = res[:len(res)-1]
 	}
 	if p.optIn {
-		res = res[1:]
+		for i := range len(res) / 2 {
+			res[i] = res[2*i+1]
+		}
+		res = res[:len(res)/2]
 	}
 	return res, acked
 }

@@ -30,6 +30,7 @@ type Session struct {
 
 	mu        sync.Mutex // protects names, rules.closed, nextRenew, retry and every name and Lock of the session
 	names     map[string]*name
+	track     []*name // names whose hold has a checkAt, for the renewal loop
 	nextRenew time.Time
 	retry     backoff.BackOff // paces renewal after failures; nil while renewals succeed
 	done      chan struct{}   // closed by Close
@@ -353,7 +354,13 @@ func (s *Session) afterLocked(n *name, e *effects) *request {
 	if e.sub && n.unsub == nil {
 		n.unsub = s.subscribeGrants(n)
 	}
-	if e.renew {
+	if e.check {
+		// The renewal loop looks at the names in s.track.
+		s.track = append(s.track, n)
+		if len(s.track) == 1 || e.renew {
+			s.c.kickRenewal()
+		}
+	} else if e.renew {
 		s.c.kickRenewal()
 	}
 	if s.closed && !n.st.inCall() {
