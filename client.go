@@ -38,8 +38,9 @@ type Options struct {
 	Redis rueidis.ClientOption
 
 	// KeyPrefix begins every key baton writes: "<prefix>:{<name>}" holds the
-	// owner token and companions ":f", ":q", ":d" hold the fencing counter
-	// and the queue of waiting sessions. Default "baton". It must not
+	// owner token and fence while held ("<member>:<fence>") and the last
+	// fence once free ("~<fence>"); companions ":q" and ":d" hold the queue
+	// of waiting sessions and their deadlines. Default "baton". It must not
 	// contain '{' or '}'.
 	KeyPrefix string
 
@@ -110,34 +111,8 @@ type Client struct {
 // renewal loop, one subscriber). It fails when Redis is
 // unreachable or an option is out of range.
 func New(opt Options) (*Client, error) {
-	if opt.KeyPrefix == "" {
-		opt.KeyPrefix = DefaultKeyPrefix
-	}
-	if strings.ContainsAny(opt.KeyPrefix, "{}") {
-		return nil, fmt.Errorf("%w: KeyPrefix %q contains '{' or '}'", ErrInvalidOptions, opt.KeyPrefix)
-	}
-	if opt.LeaseTTL == 0 {
-		opt.LeaseTTL = DefaultLeaseTTL
-	}
-	if err := checkLease("LeaseTTL", opt.LeaseTTL); err != nil {
+	if err := opt.fill(); err != nil {
 		return nil, err
-	}
-	switch {
-	case opt.CohortLimit == 0:
-		opt.CohortLimit = DefaultCohortLimit
-	case opt.CohortLimit < 0 || opt.CohortLimit > 1024:
-		return nil, fmt.Errorf("%w: CohortLimit %d out of range [1, 1024]", ErrInvalidOptions, opt.CohortLimit)
-	}
-	switch {
-	case opt.MinReplicas < 0:
-		return nil, fmt.Errorf("%w: MinReplicas %d is negative", ErrInvalidOptions, opt.MinReplicas)
-	case opt.ReplicaTimeout < 0 || opt.ReplicaTimeout > opt.LeaseTTL/3:
-		return nil, fmt.Errorf("%w: ReplicaTimeout %v out of range [0, LeaseTTL/3]", ErrInvalidOptions, opt.ReplicaTimeout)
-	case opt.ReplicaTimeout > 0 && opt.ReplicaTimeout < time.Millisecond:
-		// WAIT takes milliseconds, and WAIT n 0 waits forever.
-		return nil, fmt.Errorf("%w: ReplicaTimeout %v is below 1ms", ErrInvalidOptions, opt.ReplicaTimeout)
-	case opt.ReplicaTimeout == 0:
-		opt.ReplicaTimeout = min(100*time.Millisecond, opt.LeaseTTL/3)
 	}
 	var raw [16]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -212,6 +187,41 @@ func New(opt Options) (*Client, error) {
 	return nil, err
 }
 
+// fill sets the defaults of zero fields and rejects values out of range,
+// naming the field.
+func (opt *Options) fill() error {
+	if opt.KeyPrefix == "" {
+		opt.KeyPrefix = DefaultKeyPrefix
+	}
+	if strings.ContainsAny(opt.KeyPrefix, "{}") {
+		return fmt.Errorf("%w: KeyPrefix %q contains '{' or '}'", ErrInvalidOptions, opt.KeyPrefix)
+	}
+	if opt.LeaseTTL == 0 {
+		opt.LeaseTTL = DefaultLeaseTTL
+	}
+	if err := checkLease("LeaseTTL", opt.LeaseTTL); err != nil {
+		return err
+	}
+	switch {
+	case opt.CohortLimit == 0:
+		opt.CohortLimit = DefaultCohortLimit
+	case opt.CohortLimit < 0 || opt.CohortLimit > 1024:
+		return fmt.Errorf("%w: CohortLimit %d out of range [1, 1024]", ErrInvalidOptions, opt.CohortLimit)
+	}
+	switch {
+	case opt.MinReplicas < 0:
+		return fmt.Errorf("%w: MinReplicas %d is negative", ErrInvalidOptions, opt.MinReplicas)
+	case opt.ReplicaTimeout < 0 || opt.ReplicaTimeout > opt.LeaseTTL/3:
+		return fmt.Errorf("%w: ReplicaTimeout %v out of range [0, LeaseTTL/3]", ErrInvalidOptions, opt.ReplicaTimeout)
+	case opt.ReplicaTimeout > 0 && opt.ReplicaTimeout < time.Millisecond:
+		// WAIT takes milliseconds, and WAIT n 0 waits forever.
+		return fmt.Errorf("%w: ReplicaTimeout %v is below 1ms", ErrInvalidOptions, opt.ReplicaTimeout)
+	case opt.ReplicaTimeout == 0:
+		opt.ReplicaTimeout = min(100*time.Millisecond, opt.LeaseTTL/3)
+	}
+	return nil
+}
+
 func checkLease(field string, d time.Duration) error {
 	if d < MinLeaseTTL {
 		return fmt.Errorf("%w: %s %v is shorter than %v", ErrInvalidOptions, field, d, MinLeaseTTL)
@@ -224,12 +234,17 @@ func checkLease(field string, d time.Duration) error {
 
 // Lock acquires the lock name in the default session, waiting as long as
 // ctx allows. Waiting sends nothing to Redis: the caller sleeps until Redis
-// grants it the lock, the key expires or is deleted, or a connection drops.
-// Goroutines of one Client waiting on one name queue in FIFO order, and
-// sessions queue in FIFO order in Redis. If ctx ends first, Lock returns an
-// error matching ctx.Err() and leaves no trace in Redis or in the queue.
-// Errors talking to Redis while waiting are retried with backoff until ctx
-// ends; the returned error then also carries the last of them.
+// grants it the lock, until the holder's lease would run out, or until a
+// connection drops; with tracking (RESP3, the default) also until the key
+// is deleted or changed. Goroutines of one Client waiting on one name queue
+// in FIFO order, and sessions queue in FIFO order in Redis. If ctx ends
+// first, Lock returns an error matching ctx.Err() and leaves no trace in
+// Redis or in the queue (if Redis did not answer the last attempt, the
+// cleanup runs in the background). Network errors and passing Redis states
+// (LOADING, READONLY, TRYAGAIN, failover) are retried with backoff until
+// ctx ends, and the returned error then also carries the last of them;
+// other Redis errors (a refused command, ErrForeignValue,
+// ErrNotReplicated) fail at once.
 func (c *Client) Lock(ctx context.Context, name string) (*Lock, error) {
 	return c.def.Lock(ctx, name)
 }

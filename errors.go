@@ -18,7 +18,8 @@ var (
 	ErrClosed = errors.New("baton: closed")
 
 	// ErrUnlocked means Unlock was called on a lock that was already
-	// released (by Unlock, or by closing its Session or Client).
+	// released by Unlock. After Close of its Session or Client, Unlock
+	// returns ErrClosed.
 	ErrUnlocked = errors.New("baton: lock already released")
 
 	// ErrNotReplicated means fewer than Options.MinReplicas replicas

@@ -6,14 +6,18 @@ import (
 	"time"
 )
 
-// The state machine of one lock name in one session. It decides; the shell
-// (session.go, lock.go, notify.go, renew.go) acts. Every transition runs
-// with the session mutex held, takes the time its event was observed, does
-// no I/O and never unlocks: it changes the state and returns effects (a
-// script call to make, waiters to wake, locks whose end to signal), which
-// the caller carries out after unlocking. One script call at a time is in
-// flight per name and session, and its reply is applied to the state that
-// sent it.
+// The state machine of one lock name in one session (this file and
+// hold.go). It decides; the shell (shell.go, session.go, lock.go,
+// notify.go, renew.go) acts. Every transition runs with the session mutex
+// held, takes the time its event was observed (evidence times, such as when
+// a call was sent or a grant read, come with the event), does no I/O, never
+// reads the clock and never unlocks: it changes the state and returns
+// effects (a script call to make, waiters to wake, a hold to check), which
+// the caller carries out after unlocking. A lock's end is signalled at once
+// (Err set, Done closed, Context cancelled), as that runs no user code. One
+// script call at a time is in flight per name and session, and its reply is
+// applied to the state that sent it. name_test.go drives the machine
+// alone, without Redis, through random event sequences.
 
 // state says where a session stands with one name.
 type state uint8
@@ -89,21 +93,6 @@ type waiter struct {
 	tries int           // acquire attempts made for it
 }
 
-// hold is a session's ownership of one lock key in Redis. Goroutines of the
-// session may pass it along (each gets its own Lock and fencing token) while
-// the key, its owner token and its lease stay the same.
-type hold struct {
-	owner    string    // value of the lock key: member:fence
-	fence    uint64    // token issued by Redis; local hand-offs use the next ones
-	passes   int       // local hand-offs since fence was issued
-	since    time.Time // when Redis issued fence
-	waited   bool      // acquired after waiting: the name is contended
-	suspect  bool      // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
-	deadline time.Time // local lease deadline: lost at this time unless renewed
-	checkAt  time.Time // track: renew (and so have Redis track the key) then; zero: not needed
-	lock     *Lock     // current local holder; nil while passing or releasing
-}
-
 // grant is a grant message: the fence Redis gave us and when we read it.
 type grant struct {
 	fence uint64
@@ -148,14 +137,6 @@ type effects struct {
 
 func (e *effects) empty() bool {
 	return e.call == nil && len(e.wake) == 0 && !e.renew && !e.sub && !e.forget && !e.check
-}
-
-// checkHold asks for a renewal of the hold at at, which tells whether the
-// key is still ours and has Redis track it from then on.
-func (n *name) checkHold(at time.Time, e *effects) {
-	if h := n.hold; n.r.track && n.st == held && (h.checkAt.IsZero() || at.Before(h.checkAt)) {
-		h.checkAt, e.check = at, true
-	}
 }
 
 func (e *effects) wakeHead(n *name) {
@@ -366,111 +347,6 @@ func (n *name) releaseStray(fence uint64) (e effects) {
 	return e
 }
 
-// unlock ends l and decides what becomes of its hold: passed to the next
-// waiter of the session, or released (the returned call). linger lets a
-// contended release keep the session queued.
-func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error) {
-	if l.err != nil {
-		return e, l.err
-	}
-	n.end(l, ErrUnlocked, &e)
-	h := l.h
-	if n.st != held || n.hold != h {
-		return e, nil
-	}
-	// Hand the lock to the next goroutine of this session without Redis,
-	// at most CohortLimit-1 times in a row and for at most cohortWindow, so
-	// queued sessions get a turn soon also when holds are long.
-	if len(n.waiters) > 0 && h.passes+1 < n.r.cohort && now.Sub(h.since) < cohortWindow && !h.suspect &&
-		!n.r.closed && h.deadline.Sub(now) > n.r.margin {
-		h.passes++
-		n.handHead(h, h.passes, now, &e)
-		n.r.stats.handoffs.Add(1)
-		return e, nil
-	}
-	mode := "0"
-	switch {
-	case n.r.closed:
-	case len(n.waiters) > 0:
-		mode = "1"
-	case h.waited && linger:
-		// Contended: this session will likely want the lock again soon.
-		// Queue it now at no extra cost; the entry lapses at n.linger
-		// unless a waiter comes.
-		mode = "2"
-	}
-	if n.r.sharded && n.sub != subReady {
-		mode = "0" // not listening for grants on this name: do not queue
-	}
-	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: h.deadline})
-	return e, nil
-}
-
-// releaseOutcome is the reply of a release call.
-type releaseOutcome struct {
-	code      int64  // -1 not ours, 0 freed, 1 granted to another session, 2 kept for our waiter
-	fence     uint64 // code 2: the new fence
-	lingering bool   // code 1: queued again to linger
-	lostReply error  // code -1 after a try whose reply was lost: the key has moved on, maybe by that try
-}
-
-// releaseReply applies the reply of a release call sent at sent (the first
-// try at first). The error is what Unlock reports.
-func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOutcome, callErr error) (e effects, err error) {
-	if n.st != releasing || seq != n.seq {
-		panic("baton: release reply for a call not in flight")
-	}
-	req, h := n.call, n.hold
-	n.hold = nil
-	n.st = idle
-	n.unsure = callErr != nil
-	switch {
-	case h == nil:
-		// A stray grant: passed on, or not ours any more.
-	case callErr != nil:
-		// Unknown outcome: the key expires within the lease, and a waiter
-		// that finds it still ours releases it first.
-		if req.mode != "0" {
-			n.st, n.recheck = queued, time.Time{}
-		}
-		err = fmt.Errorf("baton: unlock %q: %w", truncate(n.name), callErr)
-	case o.code == -1 && o.lostReply != nil:
-		// Released by the try whose reply was lost (granted on), or taken
-		// over before it: not known, so neither nil nor ErrLockLost.
-		err = fmt.Errorf("baton: unlock %q: a reply was lost (%w) and the key has moved on since: released by that try, or lost before it", truncate(n.name), o.lostReply)
-	case o.code == -1:
-		if first.Before(h.deadline) && now.After(h.deadline) {
-			// Sent in time, answered after the lease ran out: the key
-			// expired while the release was on its way, which is as good
-			// as released for the caller, who had stopped using it.
-			break
-		}
-		n.r.stats.lost.Add(1)
-		err = fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(n.name))
-	case o.code == 1 && req.mode == "1":
-		// Queued again for our waiters: the grant message wakes the head;
-		// the timer is the safety net.
-		n.st, n.recheck = queued, now.Add(n.r.lease)
-	case o.code == 1 && o.lingering:
-		n.st, n.linger, n.lapse = lingering, sent.Add(n.r.lease/2-n.r.margin), now.Add(n.r.lease/2+n.r.margin)
-	case o.code == 2 && !now.Before(sent.Add(n.r.lease-n.r.margin)):
-		// Kept for our waiter, but answered after that lease could have
-		// run out: release it (if it is still ours); the head asks again.
-		n.seen = max(n.seen, o.fence)
-		return n.releaseStray(o.fence), nil
-	case o.code == 2:
-		n.seen = max(n.seen, o.fence)
-		h.owner, h.fence, h.passes, h.since, h.waited = n.owner(o.fence), o.fence, 0, now, true
-		h.deadline = sent.Add(n.r.lease - n.r.margin)
-		n.st, n.hold = held, h
-		if len(n.waiters) > 0 && !n.r.closed {
-			n.handHead(h, 0, now, &e)
-			n.checkHold(now.Add(trackDelay), &e)
-		}
-	}
-	return e.merge(n.settle(now)), err
-}
-
 // dequeueReply applies the reply of a dequeue call: fence is that of a
 // lock granted to us and passed on meanwhile (0 if none). On error our
 // entry is no longer refreshed and lapses within a lease.
@@ -549,25 +425,6 @@ func (n *name) reconnected(now time.Time) (e effects) {
 	return e
 }
 
-// renewed applies a renewal of the hold whose owner token was owner, sent
-// at sent.
-func (n *name) renewed(owner string, ok bool, sent, now time.Time) effects {
-	if n.st != held || n.hold.owner != owner {
-		return effects{}
-	}
-	if !ok {
-		return n.lose(now)
-	}
-	n.hold.deadline = sent.Add(n.r.lease - n.r.margin)
-	n.hold.suspect = false
-	return effects{}
-}
-
-// trackDelay is how long a new hold goes before a renewal has Redis track
-// its key: most short holds end first and cost nothing; a change of the
-// key in that time is noticed at its end.
-const trackDelay = 10 * time.Millisecond
-
 // entryRenewed applies a refresh of our queue entry: when it is gone
 // (Redis restarted, it was pruned, or an attempt whose reply was lost took
 // the lock instead), the head asks again. The state stays queued: leaving
@@ -578,29 +435,6 @@ func (n *name) entryRenewed(ok bool) (e effects) {
 		e.wakeHead(n)
 	}
 	return e
-}
-
-// tick applies the passing of time at now: a hold past its deadline is
-// lost, a lingering entry nobody came for has lapsed in Redis.
-func (n *name) tick(now time.Time) effects {
-	switch {
-	case n.st == held && !now.Before(n.hold.deadline):
-		return n.lose(now)
-	case n.st == lingering && !now.Before(n.lapse):
-		n.st = idle // Redis has dropped the entry: Close need not
-		return n.settle(now)
-	}
-	return effects{}
-}
-
-// lose ends the hold: its lock, if any, reports ErrLockLost.
-func (n *name) lose(now time.Time) (e effects) {
-	if l := n.hold.lock; l != nil {
-		n.end(l, fmt.Errorf("%w: %q", ErrLockLost, truncate(n.name)), &e)
-		n.r.stats.lost.Add(1)
-	}
-	n.st, n.hold, n.recheck = idle, nil, time.Time{}
-	return e.merge(n.settle(now))
 }
 
 // close applies the session's Close (n.r.closed is set): locks end with
@@ -657,42 +491,6 @@ func (n *name) settle(now time.Time) (e effects) {
 	return e
 }
 
-// handHead creates the Lock for the pass-th local holder of h (0: the one
-// Redis gave it to) and hands it to the head waiter.
-func (n *name) handHead(h *hold, pass int, now time.Time, e *effects) {
-	w := n.waiters[0]
-	n.waiters = n.waiters[1:]
-	w.lock = n.newLock(h, pass, now)
-	e.wake = append(e.wake, w)
-}
-
-// newLock makes the Lock of h's pass-th holder. Its fencing token is the
-// Redis fence times 1024 plus pass, so tokens rise across local hand-offs
-// and every later Redis fence is above them all.
-func (n *name) newLock(h *hold, pass int, now time.Time) *Lock {
-	l := &Lock{n: n, h: h, token: h.fence<<tokenShift | uint64(pass), acquired: now, done: make(chan struct{})}
-	h.lock = l
-	n.r.stats.acquired.Add(1)
-	return l
-}
-
-// end ends l with err (ErrUnlocked, ErrClosed or ErrLockLost): Err
-// reports it, Done closes and Context is cancelled. No user code runs
-// here (context.AfterFunc functions run in goroutines of their own).
-func (n *name) end(l *Lock, err error, _ *effects) {
-	if l.err != nil {
-		return
-	}
-	l.err = err
-	if l.h.lock == l {
-		l.h.lock = nil
-	}
-	close(l.done)
-	if l.cancel != nil {
-		l.cancel(err)
-	}
-}
-
 func (n *name) owner(fence uint64) string {
 	return n.r.member + ":" + strconv.FormatUint(fence, 10)
 }
@@ -712,14 +510,6 @@ func (e effects) merge(b effects) effects {
 	e.queued = e.queued || b.queued
 	return e
 }
-
-// tokenShift makes room in a fencing token for the local hand-offs of one
-// Redis fence (CohortLimit is at most 1024).
-const tokenShift = 10
-
-// cohortWindow bounds how long a session keeps passing a lock among its
-// own goroutines before Redis may grant it to another session.
-const cohortWindow = 10 * time.Millisecond
 
 // staleGrace is how long a waiter lets a grant message arrive after its key
 // changed before it asks Redis itself.

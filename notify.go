@@ -29,14 +29,16 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 		})
 		return
 	}
-	s.mu.Lock()
-	n := s.names[lname]
-	if n == nil {
-		n = &name{name: lname, keys: newKeys(c.prefix, lname), r: &s.rules, s: s}
-		s.names[lname] = n
+	g := grant{fence: fence, read: read}
+	var n *name
+	req, e := s.transitionName(lname, func(m *name, now time.Time) effects {
+		n = m
+		return m.granted(g, now)
+	})
+	e.signal()
+	if req != nil {
+		s.background(n, req)
 	}
-	e := n.granted(grant{fence: fence, read: read}, time.Now())
-	s.finish(n, &e)
 }
 
 // onInvalidations is rueidis's tracking callback. A key we read while
@@ -59,13 +61,7 @@ func (c *Client) onInvalidations(msgs []rueidis.RedisMessage) {
 			continue
 		}
 		for _, s := range c.allSessions() {
-			s.mu.Lock()
-			if n := s.names[lname]; n != nil {
-				e := n.invalidated(now)
-				s.finish(n, &e)
-			} else {
-				s.mu.Unlock()
-			}
+			s.each(lname, func(n *name) effects { return n.invalidated(now) })
 		}
 	}
 }
@@ -76,15 +72,7 @@ func (c *Client) onInvalidations(msgs []rueidis.RedisMessage) {
 func (c *Client) recheckAll() {
 	now := time.Now()
 	for _, s := range c.allSessions() {
-		s.mu.Lock()
-		for _, n := range s.names {
-			e := n.reconnected(now)
-			if req := s.afterLocked(n, &e); req != nil {
-				c.spawn(func(ctx context.Context) { s.run(ctx, n, req) })
-			}
-			e.signal()
-		}
-		s.mu.Unlock()
+		s.each("", func(n *name) effects { return n.reconnected(now) })
 	}
 }
 
@@ -147,9 +135,7 @@ func (s *Session) subscribeGrants(n *name) func() {
 				if ps.Kind != "ssubscribe" {
 					return
 				}
-				s.mu.Lock()
-				e := n.subscribed(time.Now())
-				s.finish(n, &e)
+				s.step(n, n.subscribed)
 			})
 			c.rc.Receive(hctx, c.rc.B().Ssubscribe().Channel(grantChannel(c.prefix, n.name)).Build(), c.onMessage)
 			if pause(ctx, bo.NextBackOff()); ctx.Err() != nil {

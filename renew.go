@@ -83,6 +83,7 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 	tick := time.Hour
 	for _, s := range c.allSessions() {
 		tick = min(tick, s.lease/3)
+		var a after
 		s.mu.Lock()
 		if s.nextRenew.IsZero() {
 			s.nextRenew = now.Add(s.lease / 3)
@@ -91,7 +92,7 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 		k := len(batch)
 		for _, n := range s.names {
 			if e := n.tick(now); !e.empty() {
-				s.background(n, &e)
+				a.add(s, n, e)
 			}
 			switch {
 			case n.st == held:
@@ -122,6 +123,7 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 			next = minTime(next, s.nextRenew)
 		}
 		s.mu.Unlock()
+		a.do(s)
 	}
 	// Look at least once a tick: a hold acquired meanwhile may not wake us,
 	// and a round trip may outlast its context.
@@ -185,14 +187,13 @@ func (c *Client) renewApply(b *renewBatch) {
 				failed[r.s] = true
 				continue
 			}
-			r.s.mu.Lock()
-			var e effects
-			if r.owner != "" {
-				e = r.n.renewed(r.owner, vals[j] == 1, b.sent, time.Now())
-			} else {
-				e = r.n.entryRenewed(vals[j] == 1)
-			}
-			r.s.finish(r.n, &e)
+			ok := vals[j] == 1
+			r.s.step(r.n, func(now time.Time) effects {
+				if r.owner != "" {
+					return r.n.renewed(r.owner, ok, b.sent, now)
+				}
+				return r.n.entryRenewed(ok)
+			})
 		}
 	}
 	for _, s := range b.due {

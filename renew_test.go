@@ -97,10 +97,7 @@ func TestHolderToldOfKeyChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Unlock(ctx)
-			s := c.Session()
-			first := s.Held()[0].Deadline
-			waitSession(t, s, func() bool { n := s.names[name]; return n.st == held && n.hold.deadline.After(first) },
-				func() string { return "no renewal after the acquisition" })
+			waitTracked(t, c.Session(), name)
 			tc.change(newKeys(DefaultKeyPrefix, name).lock)
 			changed := time.Now()
 			select {
@@ -114,4 +111,14 @@ func TestHolderToldOfKeyChange(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitTracked waits until s has renewed its hold of name since it took it:
+// that renewal (about trackDelay in) has Redis track the key.
+func waitTracked(t *testing.T, s *Session, name string) {
+	t.Helper()
+	waitSession(t, s, func() bool {
+		n := s.names[name]
+		return n != nil && n.st == held && n.hold.deadline.After(n.hold.since.Add(s.lease-s.margin))
+	}, func() string { return "no renewal after the acquisition" })
 }

@@ -76,6 +76,12 @@ type pipe struct {
 // connection, after them); otherwise acked is -1.
 func runMulti(ctx context.Context, rc rueidis.Client, p pipe, calls ...call) (res []rueidis.RedisResult, acked int64) {
 	res, acked = send(ctx, rc, p, calls, (*script).evalsha)
+	return resendNoScript(ctx, rc, p, calls, res, acked)
+}
+
+// resendNoScript sends again the calls whose result res says NOSCRIPT:
+// after loading their scripts, by SHA, and by text if flushed again.
+func resendNoScript(ctx context.Context, rc rueidis.Client, p pipe, calls []call, res []rueidis.RedisResult, acked int64) ([]rueidis.RedisResult, int64) {
 	var retry []call
 	var idx []int
 	for i, r := range res {
@@ -208,6 +214,8 @@ func run(ctx context.Context, rc rueidis.Client, p pipe, s *script, keys, args [
 		if err, ok := rueidis.IsRedisErr(res.Error()); !ok || !err.IsNoScript() {
 			return res, -1
 		}
+		all, acked := resendNoScript(ctx, rc, p, []call{{s, keys, args}}, []rueidis.RedisResult{res}, -1)
+		return all[0], acked
 	}
 	res, acked := runMulti(ctx, rc, p, call{s, keys, args})
 	return res[0], acked

@@ -106,38 +106,48 @@ func (s *Session) Do(ctx context.Context, name string, fn func(ctx context.Conte
 // lease, whatever the number of names and the state of Redis; keys that
 // could not be released expire with their lease. Closing twice is harmless.
 func (s *Session) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	start := time.Now()
+	jobs, es, ok := s.closeNames(start)
+	if !ok {
 		return nil
 	}
-	s.closed = true
-	close(s.done)
-	start := time.Now()
-	var jobs []job
-	for _, n := range s.names {
-		e := n.close(start)
-		if req := s.afterLocked(n, &e); req != nil {
-			jobs = append(jobs, job{n, req})
-		}
-		defer e.signal()
+	for i := range es {
+		es[i].signal()
 	}
-	s.mu.Unlock()
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(s.lease))
 	defer cancel()
+	defer s.c.dropSession(s)
 	err := s.runAll(ctx, jobs)
 	// Calls that were in flight clean up after their replies.
 	for !s.quietNow() {
 		select {
 		case <-s.quiet:
 		case <-ctx.Done():
-			err = errors.Join(err, fmt.Errorf("baton: close: calls still in flight after %v; their keys expire with the lease", s.lease))
-			s.c.dropSession(s)
-			return err
+			return errors.Join(err, fmt.Errorf("baton: close: calls still in flight after %v; their keys expire with the lease", s.lease))
 		}
 	}
-	s.c.dropSession(s)
 	return err
+}
+
+// closeNames marks the session closed and applies that to every name; it
+// returns the calls to make and the effects to carry out, or false if the
+// session was closed already.
+func (s *Session) closeNames(now time.Time) (jobs []job, es []effects, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, false
+	}
+	s.closed = true
+	close(s.done)
+	for _, n := range s.names {
+		e := n.close(now)
+		if req := s.afterLocked(n, &e); req != nil {
+			jobs = append(jobs, job{n, req})
+		}
+		es = append(es, e)
+	}
+	return jobs, es, true
 }
 
 // quietNow reports whether no call of the session is in flight.
@@ -163,35 +173,55 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 		return nil, ErrClosed
 	}
 	defer s.c.calls.Done()
+	var (
+		n   *name
+		w   *waiter
+		req *request
+		err error
+	)
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
+	switch n = s.nameLocked(lname); {
+	case s.closed:
+		err = ErrClosed
+	case wait:
+		w = &waiter{wake: make(chan struct{}, 1)}
+		e := n.join(w, time.Now())
+		s.afterLocked(n, &e) // join makes no call
+		defer e.signal()
+	default:
+		req, err = n.try()
 	}
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case wait:
+		return s.wait(ctx, n, w)
+	}
+	return s.tryLock(ctx, n, req)
+}
+
+// nameLocked returns the machine of name, made if new; s.mu is held.
+func (s *Session) nameLocked(lname string) *name {
 	n := s.names[lname]
 	if n == nil {
 		n = &name{name: lname, keys: newKeys(s.c.prefix, lname), r: &s.rules, s: s}
 		s.names[lname] = n
 	}
-	if !wait {
-		return s.tryLock(ctx, n)
-	}
-	return s.wait(ctx, n)
+	return n
 }
 
-// tryLock is TryLock's single attempt; s.mu is held on entry.
-func (s *Session) tryLock(ctx context.Context, n *name) (*Lock, error) {
-	req, err := n.try()
-	s.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
+// tryLock makes TryLock's single attempt req.
+func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, error) {
 	sent := time.Now()
 	a, err := s.callAcquire(ctx, n, req)
-	s.mu.Lock()
-	l, e := n.acquireReply(req.seq, sent, time.Now(), a, err, time.Time{})
-	closed := s.closed
-	s.finish(n, &e)
+	var l *Lock
+	var closed bool
+	s.step(n, func(now time.Time) (e effects) {
+		l, e = n.acquireReply(req.seq, sent, now, a, err, time.Time{})
+		closed = s.closed
+		return e
+	})
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("baton: trylock %q: %w", truncate(n.name), err)
@@ -203,10 +233,10 @@ func (s *Session) tryLock(ctx context.Context, n *name) (*Lock, error) {
 	return nil, fmt.Errorf("%w: %q", ErrNotAcquired, truncate(n.name))
 }
 
-// wait is Lock: a waiter joins n's FIFO and, at the head, asks Redis when
-// the machine says so; s.mu is held on entry.
-func (s *Session) wait(ctx context.Context, n *name) (*Lock, error) {
-	w := &waiter{wake: make(chan struct{}, 1)}
+// wait is Lock for waiter w, which has joined n's FIFO: at the head, it
+// asks Redis when the machine says so, else it sleeps until woken, its
+// recheck time, ctx's end or Close.
+func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 	var (
 		timer   *time.Timer
 		lastErr error
@@ -217,15 +247,21 @@ func (s *Session) wait(ctx context.Context, n *name) (*Lock, error) {
 			timer.Stop()
 		}
 	}()
-	e := n.join(w, time.Now())
 	for {
-		// Fast path, enqueue and retry: the machine says what the head does.
-		l, req, at := n.poll(w, time.Now())
-		closed, lerr := s.closed, error(nil)
-		if l != nil {
-			lerr = l.err
-		}
-		s.finish(n, &e)
+		var (
+			l      *Lock
+			req    *request
+			at     time.Time
+			closed bool
+			lerr   error
+		)
+		s.step(n, func(now time.Time) effects {
+			l, req, at = n.poll(w, now)
+			if closed = s.closed; l != nil {
+				lerr = l.err
+			}
+			return effects{}
+		})
 		switch {
 		case l != nil && lerr != nil:
 			return nil, ErrClosed
@@ -236,33 +272,15 @@ func (s *Session) wait(ctx context.Context, n *name) (*Lock, error) {
 			return l, nil
 		case closed:
 			return s.leave(n, w, lastErr == nil, ErrClosed)
-		}
-		if req != nil {
-			sent := time.Now()
-			a, err := s.callAcquire(ctx, n, req)
-			var retry time.Time
-			switch {
-			case err == nil:
-				bo, lastErr = nil, nil
-			case transient(err):
-				lastErr = err
-				if bo == nil {
-					bo = newBackoff(s.lease)
-				}
-				retry = time.Now().Add(bo.NextBackOff())
-			}
-			s.mu.Lock()
-			_, e = n.acquireReply(req.seq, sent, time.Now(), a, err, retry)
+		case req != nil:
+			err := s.attempt(ctx, n, req, &bo)
 			if err != nil && !transient(err) {
-				s.finish(n, &e)
 				return s.leave(n, w, true, fmt.Errorf("baton: lock %q: %w", truncate(n.name), err))
 			}
-			if e.queued && s.c.onQueued != nil {
-				s.c.onQueued(n.name, n.pos)
-			}
+			lastErr = err
 			continue
 		}
-		// Wait: for a wake-up, the recheck time, ctx or Close.
+		// Sleep: until woken, the recheck time, ctx's end or Close.
 		var tc <-chan time.Time
 		if !at.IsZero() {
 			if timer == nil {
@@ -291,9 +309,34 @@ func (s *Session) wait(ctx context.Context, n *name) (*Lock, error) {
 			default:
 			}
 		}
-		s.mu.Lock()
-		e = effects{}
 	}
+}
+
+// attempt makes the head waiter's acquire call req and applies its reply;
+// *bo paces retries after transient errors.
+func (s *Session) attempt(ctx context.Context, n *name, req *request, bo **backoff.ExponentialBackOff) error {
+	sent := time.Now()
+	a, err := s.callAcquire(ctx, n, req)
+	var retry time.Time
+	switch {
+	case err == nil:
+		*bo = nil
+	case transient(err):
+		if *bo == nil {
+			*bo = newBackoff(s.lease)
+		}
+		retry = time.Now().Add((*bo).NextBackOff())
+	}
+	var sleeps bool
+	s.step(n, func(now time.Time) effects {
+		_, e := n.acquireReply(req.seq, sent, now, a, err, retry)
+		sleeps = e.queued
+		return e
+	})
+	if h := s.c.onQueued; sleeps && h != nil {
+		h(n.name, a.pos)
+	}
+	return err
 }
 
 // leave removes a waiter that stops waiting with err. A lock handed to it
@@ -302,151 +345,17 @@ func (s *Session) wait(ctx context.Context, n *name) (*Lock, error) {
 // the last attempt, else in the background (Redis may be stalled, and the
 // caller's ctx is over).
 func (s *Session) leave(n *name, w *waiter, inline bool, err error) (*Lock, error) {
-	s.mu.Lock()
-	e := n.cancel(w, time.Now())
-	if !inline {
-		s.finish(n, &e)
-		return nil, err
-	}
-	if req := s.afterLocked(n, &e); req != nil {
-		s.mu.Unlock()
-		e.signal()
+	req, e := s.transition(n, func(now time.Time) effects { return n.cancel(w, now) })
+	e.signal()
+	switch {
+	case req != nil && inline:
 		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
 		s.run(ctx, n, req)
 		cancel()
-		return nil, err
+	case req != nil:
+		s.background(n, req)
 	}
-	s.mu.Unlock()
-	e.signal()
 	return nil, err
-}
-
-// finish carries out e after a transition: it unlocks s.mu, wakes
-// waiters, and sends a call the transition asked for in the background.
-func (s *Session) finish(n *name, e *effects) {
-	req := s.afterLocked(n, e)
-	s.mu.Unlock()
-	e.signal()
-	if req != nil {
-		s.c.spawn(func(ctx context.Context) { s.run(ctx, n, req) })
-	}
-}
-
-// background carries out e for a goroutine that must not block: s.mu
-// stays held, and a call goes to the background.
-func (s *Session) background(n *name, e *effects) {
-	if req := s.afterLocked(n, e); req != nil {
-		s.c.spawn(func(ctx context.Context) { s.run(ctx, n, req) })
-	}
-	e.signal()
-}
-
-// afterLocked carries out the parts of e that need s.mu (forgetting n,
-// subscribing) and returns the call to make, if any; s.mu is held.
-func (s *Session) afterLocked(n *name, e *effects) *request {
-	if e.forget && n.st == idle && len(n.waiters) == 0 && s.names[n.name] == n {
-		delete(s.names, n.name)
-		if n.unsub != nil {
-			n.unsub()
-			n.unsub = nil
-		}
-	}
-	if e.sub && n.unsub == nil {
-		n.unsub = s.subscribeGrants(n)
-	}
-	if e.check {
-		// The renewal loop looks at the names in s.track.
-		s.track = append(s.track, n)
-		if len(s.track) == 1 || e.renew {
-			s.c.kickRenewal()
-		}
-	} else if e.renew {
-		s.c.kickRenewal()
-	}
-	if s.closed && !n.st.inCall() {
-		select {
-		case s.quiet <- struct{}{}:
-		default:
-		}
-	}
-	req := e.call
-	e.call = nil
-	return req
-}
-
-// signal wakes the waiters e names; s.mu is not held.
-func (e *effects) signal() {
-	for _, w := range e.wake {
-		wake(w.wake)
-	}
-}
-
-// run makes a release or dequeue call and applies its reply; a call that
-// follows from it goes to the background. It returns what Unlock reports.
-func (s *Session) run(ctx context.Context, n *name, req *request) error {
-	var e effects
-	var err error
-	switch req.kind {
-	case releaseCall:
-		first := time.Now()
-		until := req.until
-		if until.IsZero() {
-			until = first.Add(s.lease)
-		}
-		cctx, cancel := context.WithDeadline(ctx, until)
-		o, sent, cerr := s.callRelease(cctx, n, req)
-		cancel()
-		s.mu.Lock()
-		e, err = n.releaseReply(req.seq, first, sent, time.Now(), o, cerr)
-	case dequeueCall:
-		args := []string{s.member, s.c.viaName(n.name), n.name}
-		res, _ := run(ctx, s.c.rc, pipe{}, dequeueScript, n.keys.list(), args)
-		fence, derr := res.AsInt64()
-		s.mu.Lock()
-		e = n.dequeueReply(req.seq, time.Now(), uint64(max(fence, 0)), derr)
-	default:
-		panic("baton: run of an acquire call")
-	}
-	s.finish(n, &e)
-	return err
-}
-
-// runAll makes the release and dequeue calls of jobs in one pipeline and
-// applies their replies; Close uses it.
-func (s *Session) runAll(ctx context.Context, jobs []job) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	calls := make([]call, len(jobs))
-	for i, j := range jobs {
-		calls[i] = s.scriptCall(j.n, j.req)
-	}
-	res, _ := runMulti(ctx, s.c.rc, pipe{}, calls...)
-	now := time.Now()
-	var errs []error
-	for i, j := range jobs {
-		s.mu.Lock()
-		var e effects
-		if j.req.kind == dequeueCall {
-			fence, derr := res[i].AsInt64()
-			e = j.n.dequeueReply(j.req.seq, now, uint64(max(fence, 0)), derr)
-		} else {
-			o, err := releaseResult(res[i], j.req.owner, nil)
-			var uerr error
-			e, uerr = j.n.releaseReply(j.req.seq, now, now, now, o, err)
-			if err != nil {
-				errs = append(errs, uerr)
-			}
-		}
-		s.finish(j.n, &e)
-	}
-	return errors.Join(errs...)
-}
-
-// job is a call to make for a name.
-type job struct {
-	n   *name
-	req *request
 }
 
 func newBackoff(lease time.Duration) *backoff.ExponentialBackOff {

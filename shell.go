@@ -1,0 +1,203 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The shell carries out what the name machine (name.go) decides: it runs a
+// transition under the session mutex, then, unlocked, wakes waiters and
+// makes the script call the transition asked for, and feeds the reply back
+// as the next transition.
+
+// transition runs t on n under s.mu, with the time it was observed, and
+// does the parts of its effects that need s.mu; it returns the call to
+// make, if any, and the effects to carry out.
+func (s *Session) transition(n *name, t func(now time.Time) effects) (*request, effects) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := t(time.Now())
+	return s.afterLocked(n, &e), e
+}
+
+// transitionName is transition for the machine of lname, made if new
+// (a grant can be the first we hear of a name).
+func (s *Session) transitionName(lname string, t func(n *name, now time.Time) effects) (*request, effects) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nameLocked(lname)
+	e := t(n, time.Now())
+	return s.afterLocked(n, &e), e
+}
+
+// each applies t to the machine of lname, if any, or with lname empty to
+// every machine of the session, and carries out the effects as step does.
+func (s *Session) each(lname string, t func(n *name) effects) {
+	var a after
+	s.mu.Lock()
+	if lname != "" {
+		if n := s.names[lname]; n != nil {
+			a.add(s, n, t(n))
+		}
+	} else {
+		for _, n := range s.names {
+			a.add(s, n, t(n))
+		}
+	}
+	s.mu.Unlock()
+	a.do(s)
+}
+
+// after collects the effects of several transitions, to carry out once
+// s.mu is unlocked.
+type after struct {
+	jobs []job
+	wake []*waiter
+}
+
+// add does the parts of e that need s.mu and keeps the rest; s.mu is held.
+func (a *after) add(s *Session, n *name, e effects) {
+	if req := s.afterLocked(n, &e); req != nil {
+		a.jobs = append(a.jobs, job{n, req})
+	}
+	a.wake = append(a.wake, e.wake...)
+}
+
+// do wakes the waiters and makes the calls in the background.
+func (a *after) do(s *Session) {
+	for _, w := range a.wake {
+		wake(w.wake)
+	}
+	for _, j := range a.jobs {
+		s.background(j.n, j.req)
+	}
+}
+
+// step is transition for callers that must not wait for Redis: it wakes
+// waiters and makes the call in the background.
+func (s *Session) step(n *name, t func(now time.Time) effects) {
+	req, e := s.transition(n, t)
+	e.signal()
+	if req != nil {
+		s.background(n, req)
+	}
+}
+
+// background makes req in a goroutine that the client owns.
+func (s *Session) background(n *name, req *request) {
+	s.c.spawn(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, s.lease)
+		defer cancel()
+		s.run(ctx, n, req)
+	})
+}
+
+// afterLocked does the parts of e that need s.mu (forgetting n, starting
+// its grant subscription, scheduling a check of its hold) and returns the
+// call to make, if any; s.mu is held.
+func (s *Session) afterLocked(n *name, e *effects) *request {
+	if e.forget && n.st == idle && len(n.waiters) == 0 && s.names[n.name] == n {
+		delete(s.names, n.name)
+		if n.unsub != nil {
+			n.unsub()
+			n.unsub = nil
+		}
+	}
+	if e.sub && n.unsub == nil {
+		n.unsub = s.subscribeGrants(n)
+	}
+	if e.check {
+		// The renewal loop looks at the names in s.track.
+		s.track = append(s.track, n)
+		if len(s.track) == 1 {
+			e.renew = true
+		}
+	}
+	if e.renew {
+		s.c.kickRenewal()
+	}
+	if s.closed && !n.st.inCall() {
+		select {
+		case s.quiet <- struct{}{}:
+		default:
+		}
+	}
+	req := e.call
+	e.call = nil
+	return req
+}
+
+// signal wakes the waiters e names.
+func (e *effects) signal() {
+	for _, w := range e.wake {
+		wake(w.wake)
+	}
+}
+
+// run makes a release or dequeue call and applies its reply; a call that
+// follows from it goes to the background. It returns what Unlock reports.
+func (s *Session) run(ctx context.Context, n *name, req *request) error {
+	var err error
+	switch req.kind {
+	case releaseCall:
+		first := time.Now()
+		until := req.until
+		if until.IsZero() {
+			until = first.Add(s.lease)
+		}
+		cctx, cancel := context.WithDeadline(ctx, until)
+		o, sent, cerr := s.callRelease(cctx, n, req)
+		cancel()
+		s.step(n, func(now time.Time) (e effects) {
+			e, err = n.releaseReply(req.seq, first, sent, now, o, cerr)
+			return e
+		})
+	case dequeueCall:
+		c := s.scriptCall(n, req)
+		res, _ := run(ctx, s.c.rc, pipe{}, c.s, c.keys, c.args)
+		fence, derr := res.AsInt64()
+		s.step(n, func(now time.Time) effects {
+			return n.dequeueReply(req.seq, now, uint64(max(fence, 0)), derr)
+		})
+	default:
+		panic("baton: run of an acquire call")
+	}
+	return err
+}
+
+// job is a call to make for a name.
+type job struct {
+	n   *name
+	req *request
+}
+
+// runAll makes the release and dequeue calls of jobs in one pipeline and
+// applies their replies; Close uses it.
+func (s *Session) runAll(ctx context.Context, jobs []job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	calls := make([]call, len(jobs))
+	for i, j := range jobs {
+		calls[i] = s.scriptCall(j.n, j.req)
+	}
+	sent := time.Now()
+	res, _ := runMulti(ctx, s.c.rc, pipe{}, calls...)
+	var errs []error
+	for i, j := range jobs {
+		s.step(j.n, func(now time.Time) effects {
+			if j.req.kind == dequeueCall {
+				fence, derr := res[i].AsInt64()
+				return j.n.dequeueReply(j.req.seq, now, uint64(max(fence, 0)), derr)
+			}
+			o, cerr := releaseResult(res[i], j.req.owner, nil)
+			e, uerr := j.n.releaseReply(j.req.seq, sent, sent, now, o, cerr)
+			if cerr != nil {
+				errs = append(errs, uerr)
+			}
+			return e
+		})
+	}
+	return errors.Join(errs...)
+}
