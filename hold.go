@@ -98,6 +98,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		if req.mode != "0" {
 			n.st, n.recheck = queued, time.Time{}
 		}
+		n.dirty(now)
 		err = fmt.Errorf("baton: unlock %q: %w", truncate(n.name), callErr)
 	case o.code == -1 && o.lostReply != nil:
 		// Released by the try whose reply was lost (granted on), or taken
@@ -164,9 +165,24 @@ func (n *name) tick(now time.Time) effects {
 	case n.st == lingering && !now.Before(n.lapse):
 		n.st = idle // Redis has dropped the entry: Close need not
 		return n.settle(now)
+	case n.st == idle && len(n.waiters) == 0 && !n.keep.IsZero() && !now.Before(n.keep):
+		return n.settle(now) // forgotten now
 	}
 	return effects{}
 }
+
+// dirty remembers, until the key surely no longer names it, that a hold
+// ended without Redis confirming its release: an attempt that finds the
+// key still ours then releases it instead of reusing a token a Lock had.
+// A script may run that long after its caller gave up on it.
+func (n *name) dirty(now time.Time) {
+	n.keep = now.Add(n.r.lease + lateRun)
+}
+
+// lateRun bounds how long after it was sent a script may still run: rueidis
+// writes a call whose caller gave up, and closes a connection that cannot
+// write for its ConnWriteTimeout (10 s by default).
+const lateRun = 15 * time.Second
 
 // lose ends the hold: its lock, if any, reports ErrLockLost.
 func (n *name) lose(now time.Time) (e effects) {
@@ -175,6 +191,7 @@ func (n *name) lose(now time.Time) (e effects) {
 		n.r.stats.lost.Add(1)
 	}
 	n.st, n.hold, n.recheck = idle, nil, time.Time{}
+	n.dirty(now)
 	return e.merge(n.settle(now))
 }
 

@@ -73,8 +73,10 @@ type name struct {
 	unsure  bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
 	linger  time.Time // lingering: our entry lives in Redis at least until then
 	lapse   time.Time // lingering: and at most until then
+	keep    time.Time // idle: remember seen until then, as the key may still name a fence a Lock of ours had
 	pos     int64     // our place in the Redis queue at the last attempt (0: next)
 	sub     subState  // Redis Cluster: our subscription to the name's grant channel
+	subErr  error     // Redis Cluster: why Redis refused that subscription; waiters fail with it
 }
 
 // subState is the state of a name's grant subscription on Redis Cluster.
@@ -159,6 +161,7 @@ func (n *name) join(w *waiter, now time.Time) (e effects) {
 	if len(n.waiters) > 1 {
 		return e
 	}
+	n.subErr = nil // a new waiter tries the subscription again
 	switch n.st {
 	case lingering:
 		// Queued by our own release: wait for the grant (the renewal tick
@@ -181,23 +184,26 @@ func (n *name) join(w *waiter, now time.Time) (e effects) {
 // poll is the head waiter's turn: it returns the lock when w has been
 // handed one, else a call to make, else when to look again (zero: when
 // woken).
-func (n *name) poll(w *waiter, now time.Time) (l *Lock, req *request, at time.Time) {
+func (n *name) poll(w *waiter, now time.Time) (l *Lock, req *request, at time.Time, err error) {
 	if w.lock != nil {
-		return w.lock, nil, time.Time{}
+		return w.lock, nil, time.Time{}, nil
+	}
+	if n.subErr != nil {
+		return nil, nil, time.Time{}, n.subErr
 	}
 	if len(n.waiters) == 0 || n.waiters[0] != w || (n.st != idle && n.st != queued) || n.r.closed {
-		return nil, nil, time.Time{}
+		return nil, nil, time.Time{}, nil
 	}
 	queue := !n.r.sharded || n.sub == subReady
 	if n.r.sharded && n.sub == subPending {
-		return nil, nil, time.Time{} // woken once subscribed
+		return nil, nil, time.Time{}, nil // woken once subscribed
 	}
 	if now.Before(n.recheck) {
-		return nil, nil, n.recheck
+		return nil, nil, n.recheck, nil
 	}
 	w.tries++
 	n.stale = false
-	return nil, n.start(acquiring, request{kind: acquireCall, queue: queue, track: w.tries > 1, from: n.st}), time.Time{}
+	return nil, n.start(acquiring, request{kind: acquireCall, queue: queue, track: w.tries > 1, from: n.st}), time.Time{}, nil
 }
 
 // try starts TryLock's single attempt, or says why it cannot.
@@ -284,6 +290,18 @@ func (n *name) subscribed(now time.Time) (e effects) {
 		return e
 	}
 	return n.reconnected(now)
+}
+
+// subRefused applies Redis refusing the grant subscription (an ACL without
+// the channel): the waiters fail with err instead of waiting for a grant
+// that cannot reach them.
+func (n *name) subRefused(err error) (e effects) {
+	if n.sub != subPending {
+		return e
+	}
+	n.sub, n.subErr = subNone, err
+	e.wake = append(e.wake, n.waiters...)
+	return e
 }
 
 // granted applies a grant message read off the socket at g.read.
@@ -485,7 +503,7 @@ func (n *name) settle(now time.Time) (e effects) {
 		e.wakeHead(n)
 	case n.st == queued || n.st == lingering && n.r.closed:
 		e.call = n.start(leaving, request{kind: dequeueCall})
-	case n.st == idle:
+	case n.st == idle && !now.Before(n.keep):
 		e.forget = true
 	}
 	return e

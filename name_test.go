@@ -29,7 +29,8 @@ type simKey struct {
 	fence    uint64
 	expiry   time.Time
 	usQueued bool
-	others   int // other sessions queued
+	usUntil  time.Time // our entry's deadline: Redis drops it then
+	others   int       // other sessions queued
 }
 
 // simResult is the outcome of a call that ran in the model.
@@ -86,8 +87,13 @@ func (s *sim) fail(format string, args ...any) {
 	s.t.Fatalf("seed %d cohort %d: %s\nlast events:\n%s", s.seed, s.n.r.cohort, fmt.Sprintf(format, args...), strings.Join(tail, "\n"))
 }
 
-// apply carries out a transition's effects as the shell would.
+// apply carries out a transition's effects as the shell would, forgetting
+// an idle name as the shell does (a new machine starts from nothing).
 func (s *sim) apply(e effects) {
+	if n := s.n; e.forget && n.st == idle && len(n.waiters) == 0 && e.call == nil {
+		s.logf("forget")
+		s.n = &name{name: n.name, r: n.r}
+	}
 	if e.call != nil {
 		if s.call != nil {
 			s.fail("two calls in flight")
@@ -150,7 +156,7 @@ func (s *sim) freeOrPass(skipUs bool) {
 		s.key.others--
 		s.key.fence++
 		s.key.owner, s.key.expiry = "other", s.now.Add(simLease)
-	case s.key.usQueued && !skipUs:
+	case s.key.usQueued && !skipUs && s.now.Before(s.key.usUntil):
 		s.grantToUs()
 	default:
 		s.key.owner = ""
@@ -176,7 +182,7 @@ func (s *sim) runCall(req *request, ran bool) (a attempt, o releaseOutcome, fenc
 		case k.owner == "other":
 			pos := int64(-1)
 			if req.queue {
-				k.usQueued, pos = true, int64(k.others)
+				k.usQueued, k.usUntil, pos = true, s.now.Add(simLease), int64(k.others)
 			}
 			return attempt{wait: max(k.expiry.Sub(s.now), 0) + time.Millisecond, fence: k.fence, pos: pos}, o, 0
 		}
@@ -194,8 +200,11 @@ func (s *sim) runCall(req *request, ran bool) (a attempt, o releaseOutcome, fenc
 			return a, releaseOutcome{code: 2, fence: k.fence}, 0
 		case k.others > 0:
 			s.freeOrPass(true)
-			if req.mode != "0" {
-				k.usQueued = true
+			switch req.mode {
+			case "1":
+				k.usQueued, k.usUntil = true, s.now.Add(simLease)
+			case "2":
+				k.usQueued, k.usUntil = true, s.now.Add(simLease/2)
 			}
 			return a, releaseOutcome{code: 1, lingering: req.mode == "2"}, 0
 		}
@@ -271,7 +280,7 @@ func (s *sim) step() {
 		}
 	case 2, 3: // the head's turn
 		if len(s.waiters) > 0 {
-			l, req, _ := n.poll(s.waiters[0], s.now)
+			l, req, _, _ := n.poll(s.waiters[0], s.now)
 			if l != nil {
 				s.dropWaiter(s.waiters[0])
 				s.gotLock(l)
@@ -350,7 +359,11 @@ func (s *sim) step() {
 			s.logf("renewed %v", ok)
 			s.apply(n.renewed(n.hold.owner, ok, s.now, s.now))
 		} else if n.st == queued && len(n.waiters) > 0 {
-			s.apply(n.entryRenewed(s.key.usQueued))
+			ok := s.key.usQueued && s.now.Before(s.key.usUntil)
+			if ok {
+				s.key.usUntil = s.now.Add(simLease)
+			}
+			s.apply(n.entryRenewed(ok))
 		}
 	case 14: // time passes; the machine's timers run first
 		d := time.Duration(s.rng.IntN(40)) * time.Millisecond
@@ -421,10 +434,9 @@ func (s *sim) check() {
 // every message arrive: nothing of ours may stay in Redis but what a lost
 // reply left to expire.
 func (s *sim) close() {
-	n := s.n
 	s.logf("close")
-	n.r.closed = true
-	s.apply(n.close(s.now))
+	s.n.r.closed = true
+	s.apply(s.n.close(s.now))
 	s.waiters = nil
 	for i := 0; s.call != nil || len(s.msgs) > 0; i++ {
 		if i > 100 {
@@ -436,17 +448,17 @@ func (s *sim) close() {
 		if len(s.msgs) > 0 {
 			m := s.msgs[0]
 			s.msgs = s.msgs[1:]
-			s.apply(n.granted(grant{fence: m.fence, read: minTime(s.now, m.deliver)}, s.now))
+			s.apply(s.n.granted(grant{fence: m.fence, read: minTime(s.now, m.deliver)}, s.now))
 		}
 		s.check()
 	}
 	if len(s.live) > 0 {
 		s.fail("a lock outlives Close")
 	}
-	if n.st != idle {
-		s.fail("closed, but the machine is %s", n.st)
+	if s.n.st != idle {
+		s.fail("closed, but the machine is %s", s.n.st)
 	}
-	if s.key.owner == "us" && !s.orphanOK || s.key.usQueued && !s.orphanOK {
+	if s.key.owner == "us" && !s.orphanOK || s.key.usQueued && s.now.Before(s.key.usUntil) && !s.orphanOK {
 		s.fail("closed, but the key is %+v", s.key)
 	}
 }

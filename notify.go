@@ -137,7 +137,12 @@ func (s *Session) subscribeGrants(n *name) func() {
 				}
 				s.step(n, n.subscribed)
 			})
-			c.rc.Receive(hctx, c.rc.B().Ssubscribe().Channel(grantChannel(c.prefix, n.name)).Build(), c.onMessage)
+			err := c.rc.Receive(hctx, c.rc.B().Ssubscribe().Channel(grantChannel(c.prefix, n.name)).Build(), c.onMessage)
+			if isRedisErr(err) && !transient(err) {
+				// Refused (NOPERM): tell the waiters rather than let them
+				// wait for grants that cannot reach them.
+				s.step(n, func(time.Time) effects { return n.subRefused(err) })
+			}
 			if pause(ctx, bo.NextBackOff()); ctx.Err() != nil {
 				return
 			}

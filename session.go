@@ -249,14 +249,15 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 	}()
 	for {
 		var (
-			l      *Lock
-			req    *request
-			at     time.Time
-			closed bool
-			lerr   error
+			l       *Lock
+			req     *request
+			at      time.Time
+			closed  bool
+			lerr    error
+			refused error
 		)
 		s.step(n, func(now time.Time) effects {
-			l, req, at = n.poll(w, now)
+			l, req, at, refused = n.poll(w, now)
 			if closed = s.closed; l != nil {
 				lerr = l.err
 			}
@@ -265,6 +266,8 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 		switch {
 		case l != nil && lerr != nil:
 			return nil, ErrClosed
+		case refused != nil:
+			return s.leave(n, w, true, fmt.Errorf("baton: lock %q: subscribe to its grant channel: %w", truncate(n.name), refused))
 		case l != nil:
 			if w.tries > 1 || l.h.waited {
 				s.c.stats.waits.Add(1)
