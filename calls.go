@@ -119,7 +119,9 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
 			return o, sent, err
 		}
-		if !isRedisErr(err) {
+		if !isRedisErr(err) && !staleConn(err) {
+			// The reply is lost, not necessarily the call. A connection
+			// that had died before (EOF, reset) ran nothing.
 			lost = err
 		}
 		pause(ctx, min(time.Duration(try)*20*time.Millisecond, 200*time.Millisecond))

@@ -116,9 +116,9 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 	case o.code == 1 && req.mode == "1":
 		// Queued again for our waiters: the grant message wakes the head;
 		// the timer is the safety net.
-		n.st, n.recheck = queued, now.Add(n.r.lease)
+		n.st, n.recheck, n.entryAt = queued, now.Add(n.r.lease), sent
 	case o.code == 1 && o.lingering:
-		n.st, n.linger, n.lapse = lingering, sent.Add(n.r.lease/2-n.r.margin), now.Add(n.r.lease/2+n.r.margin)
+		n.st, n.linger, n.lapse, n.entryAt = lingering, sent.Add(n.r.lease/2-n.r.margin), now.Add(n.r.lease/2+n.r.margin), sent
 	case o.code == 2 && !now.Before(sent.Add(n.r.lease-n.r.margin)):
 		// Kept for our waiter, but answered after that lease could have
 		// run out: release it (if it is still ours); the head asks again.

@@ -69,6 +69,7 @@ type name struct {
 	seen    uint64    // highest fence seen for the name: grants at or below it are stale
 	expect  uint64    // confirm: the grant the head's next acquire confirms
 	recheck time.Time // idle or queued with waiters: when the head asks Redis again (zero: at once)
+	entryAt time.Time // when the last call that found our queue entry in Redis was sent: a grant to us ran after it
 	stale   bool      // the key changed, or a connection dropped, while a call was in flight
 	unsure  bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
 	linger  time.Time // lingering: our entry lives in Redis at least until then
@@ -266,6 +267,9 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 			n.st = queued
 		}
 		n.recheck = now.Add(a.wait)
+		if a.pos >= 0 {
+			n.entryAt = sent
+		}
 		if n.stale {
 			// The key changed (or a connection dropped) while we asked:
 			// the answer may be old already.
@@ -339,13 +343,14 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 		e.wakeHead(n)
 		return e
 	}
-	// The release ran before we read its message, at a moment we cannot
-	// know: allow a third of the lease for the delivery until the first
-	// renewal confirms.
-	deadline := g.read.Add(n.r.lease - n.r.lease/3 - n.r.margin)
-	if !now.Before(deadline) {
-		// Applied too late to be sure it is still ours: pass it on (if it
-		// is), and the head asks again.
+	// The release ran at a moment we cannot know (a message may be held up
+	// for long: a partition, a slow reader), but not before Redis last
+	// confirmed the queue entry it consumed: count the lease from then.
+	// The entry is confirmed every LeaseTTL/3 while we wait.
+	deadline := n.entryAt.Add(n.r.lease - n.r.margin)
+	if n.entryAt.IsZero() || !now.Before(deadline) {
+		// Too old to be sure it is still ours: pass it on (if it is), and
+		// the head asks again.
 		n.st, n.recheck = queued, time.Time{}
 		return e.merge(n.releaseStray(g.fence))
 	}
@@ -443,12 +448,16 @@ func (n *name) reconnected(now time.Time) (e effects) {
 	return e
 }
 
-// entryRenewed applies a refresh of our queue entry: when it is gone
+// entryRenewed applies a refresh of our queue entry sent at sent: when it
+// is there, a grant that consumes it runs after sent; when it is gone
 // (Redis restarted, it was pruned, or an attempt whose reply was lost took
 // the lock instead), the head asks again. The state stays queued: leaving
 // then dequeues, which releases what such an attempt took.
-func (n *name) entryRenewed(ok bool) (e effects) {
-	if !ok && n.st == queued {
+func (n *name) entryRenewed(ok bool, sent time.Time) (e effects) {
+	switch {
+	case ok && n.st == queued:
+		n.entryAt = sent
+	case !ok && n.st == queued:
 		n.recheck = time.Time{}
 		e.wakeHead(n)
 	}

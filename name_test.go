@@ -140,12 +140,16 @@ func (s *sim) dropWaiter(w *waiter) {
 }
 
 // grantToUs is another session's release that grants the key to us; its
-// message is read within 60 ms (the machine allows a third of the lease).
+// message is read within 60 ms, or now and then much later.
 func (s *sim) grantToUs() {
 	s.key.fence++
 	s.key.owner, s.key.expiry, s.key.usQueued = "us", s.now.Add(simLease), false
 	s.orphanOK = false
-	s.msgs = append(s.msgs, simMsg{s.key.fence, s.now.Add(time.Duration(s.rng.IntN(60)) * time.Millisecond)})
+	d := time.Duration(s.rng.IntN(60)) * time.Millisecond
+	if s.rng.IntN(8) == 0 {
+		d = time.Duration(s.rng.IntN(600)) * time.Millisecond // held up: a partition, a slow reader
+	}
+	s.msgs = append(s.msgs, simMsg{s.key.fence, s.now.Add(d)})
 }
 
 // freeOrPass releases the key as release.lua does: to the first queued
@@ -363,7 +367,7 @@ func (s *sim) step() {
 			if ok {
 				s.key.usUntil = s.now.Add(simLease)
 			}
-			s.apply(n.entryRenewed(ok))
+			s.apply(n.entryRenewed(ok, s.now))
 		}
 	case 14: // time passes; the machine's timers run first
 		d := time.Duration(s.rng.IntN(40)) * time.Millisecond

@@ -192,7 +192,7 @@ func (c *Client) renewApply(b *renewBatch) {
 				if r.owner != "" {
 					return r.n.renewed(r.owner, ok, b.sent, now)
 				}
-				return r.n.entryRenewed(ok)
+				return r.n.entryRenewed(ok, b.sent)
 			})
 		}
 	}
