@@ -87,7 +87,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 	}
 	req, h := n.call, n.hold
 	n.hold = nil
-	n.st = idle
+	n.st, n.recheck = idle, time.Time{} // idle: nothing will wake the head, so it asks at once
 	n.unsure = callErr != nil
 	switch {
 	case h == nil:

@@ -275,6 +275,11 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 			// the answer may be old already.
 			n.recheck = now.Add(staleGrace)
 		}
+		if req.try && len(n.waiters) > 0 {
+			// Waiters came during TryLock's attempt, which did not queue:
+			// the head asks (and queues) now.
+			n.recheck = time.Time{}
+		}
 		if !req.queue && !req.try && n.r.sharded && n.sub == subNone {
 			// Busy on Redis Cluster: listen for grants, then queue.
 			n.sub, e.sub, n.recheck = subPending, true, time.Time{}

@@ -426,6 +426,11 @@ func (s *sim) check() {
 	if len(n.waiters) > 0 && (n.st == idle || n.st == queued) && !n.r.closed && n.recheck.After(s.now.Add(simLease+simLease/3)) {
 		s.fail("head waiter sleeps until %v", n.recheck.Sub(s.now))
 	}
+	// Not queued, and the key not held by another: nothing will wake the
+	// head but its own timer, which must not wait for a lease.
+	if len(n.waiters) > 0 && n.st == idle && !n.r.closed && s.key.owner != "other" && n.recheck.After(s.now.Add(5*time.Millisecond)) && !n.stale {
+		s.fail("head waiter sleeps %v on a name that is free or ours, not queued", n.recheck.Sub(s.now))
+	}
 	// Every grant has one fate: when nothing is in flight, a key that
 	// names us is ours in the machine too, or will be dealt with.
 	quiet := s.call == nil && len(s.msgs) == 0 && len(n.waiters) == 0 && !n.st.inCall()
