@@ -14,7 +14,11 @@ import (
 
 // lockUnlock is one Lock+Unlock of name.
 func lockUnlock(b *testing.B, c *Client, name string) {
-	ctx := context.Background()
+	lockUnlockCtx(b, context.Background(), c, name)
+}
+
+// lockUnlockCtx is one Lock+Unlock of name with ctx.
+func lockUnlockCtx(b *testing.B, ctx context.Context, c *Client, name string) {
 	l, err := c.Lock(ctx, name)
 	if err != nil {
 		b.Fatal(err)
@@ -67,22 +71,34 @@ func BenchmarkRawSetNX(b *testing.B) {
 // BenchmarkLockUnlockVsRaw alternates one Lock+Unlock with one raw SET NX
 // PX + compare-and-delete EVALSHA on the same server and reports both and
 // their ratio: on a noisy machine only an interleaved comparison is fair.
+// "deadline" passes a ctx that can end, whose acquire call then runs in a
+// goroutine of the client (see Session.acquireCall).
 func BenchmarkLockUnlockVsRaw(b *testing.B) {
-	srv := redistest.Start(b)
-	c := newClient(b, srv, Options{})
-	raw := rawLock(b, srv)
-	var lock, rawd time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		lockUnlock(b, c, "bench")
-		t1 := time.Now()
-		raw()
-		lock += t1.Sub(t0)
-		rawd += time.Since(t1)
+	for _, kind := range []string{"background", "deadline"} {
+		b.Run(kind, func(b *testing.B) {
+			srv := redistest.Start(b)
+			c := newClient(b, srv, Options{})
+			raw := rawLock(b, srv)
+			ctx := context.Background()
+			if kind == "deadline" {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Hour)
+				defer cancel()
+			}
+			var lock, rawd time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				lockUnlockCtx(b, ctx, c, "bench")
+				t1 := time.Now()
+				raw()
+				lock += t1.Sub(t0)
+				rawd += time.Since(t1)
+			}
+			b.ReportMetric(float64(lock.Nanoseconds())/float64(b.N), "lock-ns/op")
+			b.ReportMetric(float64(rawd.Nanoseconds())/float64(b.N), "raw-ns/op")
+			b.ReportMetric(float64(lock)/float64(rawd), "lock/raw")
+		})
 	}
-	b.ReportMetric(float64(lock.Nanoseconds())/float64(b.N), "lock-ns/op")
-	b.ReportMetric(float64(rawd.Nanoseconds())/float64(b.N), "raw-ns/op")
-	b.ReportMetric(float64(lock)/float64(rawd), "lock/raw")
 }
 
 // BenchmarkUncontendedParallel: goroutines of one client, each on a name of

@@ -47,6 +47,9 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 		// while ctx lasts. Repeating the script is safe: a lock an earlier
 		// run took is ours and kept.
 		if try > 4 {
+			if ctx.Done() == nil && try > 8 {
+				break // nothing else bounds it
+			}
 			pause(ctx, min(time.Duration(try)*time.Millisecond, 20*time.Millisecond))
 		}
 		res, acked = run(ctx, rc, p, acquireScript, n.keys.list(), args)
@@ -119,9 +122,10 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
 			return o, sent, err
 		}
-		if !isRedisErr(err) && !staleConn(err) {
-			// The reply is lost, not necessarily the call. A connection
-			// that had died before (EOF, reset) ran nothing.
+		if !isRedisErr(err) && !(staleConn(err) && rc == s.c.cc) {
+			// The reply is lost, not necessarily the call. An idle
+			// connection of c.cc that had died unnoticed (EOF, reset)
+			// ran nothing; on c.rc, read all along, it may have.
 			lost = err
 		}
 		pause(ctx, min(time.Duration(try)*20*time.Millisecond, 200*time.Millisecond))

@@ -117,6 +117,7 @@ type request struct {
 	kind  callKind
 	seq   uint64
 	try   bool   // acquire: TryLock's attempt, whose lock goes to its caller
+	left  bool   // acquire: TryLock's caller has gone: release what the call takes
 	queue bool   // acquire: join the Redis queue when busy
 	track bool   // acquire: have Redis track the key for us
 	from  state  // acquire: the state it was sent from
@@ -218,6 +219,13 @@ func (n *name) try() (*request, error) {
 	return n.start(acquiring, request{kind: acquireCall, try: true, from: idle}), nil
 }
 
+// leaveTry records that the caller of TryLock's attempt seq has gone.
+func (n *name) leaveTry(seq uint64) {
+	if n.st == acquiring && n.seq == seq {
+		n.call.left = true
+	}
+}
+
 // acquireReply applies the reply of an acquire call sent at sent. retry is
 // when to try again after a transient error. It returns the lock for
 // TryLock's caller when acquired (a waiter's lock is handed to it).
@@ -249,7 +257,7 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 		n.seen, n.expect = max(n.seen, a.fence), 0
 		h := &hold{owner: n.owner(a.fence), fence: a.fence, deadline: sent.Add(n.r.lease - n.r.margin), since: now}
 		n.st, n.hold = held, h
-		if n.r.closed || !req.try && len(n.waiters) == 0 {
+		if n.r.closed || req.left || !req.try && len(n.waiters) == 0 {
 			return nil, n.settle(now) // nobody to take it: released
 		}
 		h.waited = !req.try && n.waiters[0].tries > 1

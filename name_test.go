@@ -251,7 +251,14 @@ func (s *sim) reply() {
 	s.logf("reply %v seq %d lost=%v ran=%v a=%+v o=%+v", req.kind, req.seq, lost, ran, a, o)
 	switch req.kind {
 	case acquireCall:
+		left := req.try && s.rng.IntN(4) == 0
+		if left {
+			s.n.leaveTry(req.seq) // TryLock's ctx ended before the reply
+		}
 		l, e := s.n.acquireReply(req.seq, s.sent, s.now, a, err, s.now.Add(20*time.Millisecond))
+		if l != nil && left {
+			s.fail("a lock for a TryLock caller that has gone")
+		}
 		if l != nil {
 			s.gotLock(l)
 		}

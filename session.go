@@ -213,15 +213,32 @@ func (s *Session) nameLocked(lname string) *name {
 
 // tryLock makes TryLock's single attempt req.
 func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, error) {
-	sent := time.Now()
-	a, err := s.callAcquire(ctx, n, req)
-	var l *Lock
-	var closed bool
-	s.step(n, func(now time.Time) (e effects) {
-		l, e = n.acquireReply(req.seq, sent, now, a, err, time.Time{})
-		closed = s.closed
-		return e
+	var (
+		l      *Lock
+		err    error
+		closed bool
+		got    bool // the reply was applied
+	)
+	replied := s.acquireCall(ctx, n, req, func(sent time.Time, a attempt, cerr error) {
+		s.step(n, func(now time.Time) (e effects) {
+			l, e = n.acquireReply(req.seq, sent, now, a, cerr, time.Time{})
+			err, closed, got = cerr, s.closed, true
+			return e
+		})
 	})
+	if !replied {
+		// ctx ended first. Unless the reply came meanwhile, the machine
+		// releases what the call takes when it comes.
+		s.step(n, func(time.Time) effects {
+			if !got {
+				n.leaveTry(req.seq)
+			}
+			return effects{}
+		})
+		if !got {
+			return nil, fmt.Errorf("baton: trylock %q: %w", truncate(n.name), ctx.Err())
+		}
+	}
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("baton: trylock %q: %w", truncate(n.name), err)
@@ -231,6 +248,38 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 		return nil, ErrClosed
 	}
 	return nil, fmt.Errorf("%w: %q", ErrNotAcquired, truncate(n.name))
+}
+
+// acquireCall makes the acquire call req and hands its reply to apply,
+// never dropping it: rueidis still sends a call whose ctx has ended, and
+// it would run unseen (take the lock, or queue us, for nobody). A caller
+// whose ctx can end waits for the call in a client goroutine as long as
+// ctx lasts; acquireCall reports false if ctx ended first, and apply then
+// runs when the reply comes.
+func (s *Session) acquireCall(ctx context.Context, n *name, req *request, apply func(sent time.Time, a attempt, err error)) bool {
+	if ctx.Done() == nil {
+		sent := time.Now()
+		a, err := s.callAcquire(ctx, n, req)
+		apply(sent, a, err)
+		return true
+	}
+	done := make(chan struct{})
+	call := func(context.Context) {
+		defer close(done)
+		sent := time.Now()
+		a, err := s.callAcquire(context.WithoutCancel(ctx), n, req)
+		apply(sent, a, err)
+	}
+	if !s.c.spawn(call) {
+		apply(time.Now(), attempt{}, ErrClosed) // the client has stopped
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // wait is Lock for waiter w, which has joined n's FIFO: at the head, it
@@ -276,8 +325,14 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 		case closed:
 			return s.leave(n, w, lastErr == nil, ErrClosed)
 		case req != nil:
-			err := s.attempt(ctx, n, req, &bo)
-			if err != nil && !transient(err) {
+			err, replied := s.attempt(ctx, n, req, &bo)
+			switch {
+			case !replied:
+				// ctx ended during the call: the machine deals with its
+				// reply when it comes.
+				s.c.stats.timeouts.Add(1)
+				return s.leave(n, w, false, fmt.Errorf("baton: lock %q: %w", truncate(n.name), ctx.Err()))
+			case err != nil && !transient(err):
 				return s.leave(n, w, true, fmt.Errorf("baton: lock %q: %w", truncate(n.name), err))
 			}
 			lastErr = err
@@ -316,30 +371,32 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 }
 
 // attempt makes the head waiter's acquire call req and applies its reply;
-// *bo paces retries after transient errors.
-func (s *Session) attempt(ctx context.Context, n *name, req *request, bo **backoff.ExponentialBackOff) error {
-	sent := time.Now()
-	a, err := s.callAcquire(ctx, n, req)
-	var retry time.Time
-	switch {
-	case err == nil:
-		*bo = nil
-	case transient(err):
-		if *bo == nil {
-			*bo = newBackoff(s.lease)
+// *bo paces retries after transient errors. It reports false if ctx ended
+// first (see acquireCall).
+func (s *Session) attempt(ctx context.Context, n *name, req *request, bo **backoff.ExponentialBackOff) (err error, replied bool) {
+	replied = s.acquireCall(ctx, n, req, func(sent time.Time, a attempt, cerr error) {
+		var retry time.Time
+		switch {
+		case cerr == nil:
+			*bo = nil
+		case transient(cerr):
+			if *bo == nil {
+				*bo = newBackoff(s.lease)
+			}
+			retry = time.Now().Add((*bo).NextBackOff())
 		}
-		retry = time.Now().Add((*bo).NextBackOff())
-	}
-	var sleeps bool
-	s.step(n, func(now time.Time) effects {
-		_, e := n.acquireReply(req.seq, sent, now, a, err, retry)
-		sleeps = e.queued
-		return e
+		var sleeps bool
+		s.step(n, func(now time.Time) effects {
+			_, e := n.acquireReply(req.seq, sent, now, a, cerr, retry)
+			sleeps = e.queued
+			return e
+		})
+		if h := s.c.onQueued; sleeps && h != nil {
+			h(n.name, a.pos)
+		}
+		err = cerr
 	})
-	if h := s.c.onQueued; sleeps && h != nil {
-		h(n.name, a.pos)
-	}
-	return err
+	return err, replied
 }
 
 // leave removes a waiter that stops waiting with err. A lock handed to it
