@@ -98,7 +98,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		if req.mode != "0" {
 			n.st, n.recheck = queued, time.Time{}
 		}
-		n.dirty(now)
+		n.dirty(now, h.fence)
 		err = fmt.Errorf("baton: unlock %q: %w", truncate(n.name), callErr)
 	case o.code == -1 && o.lostReply != nil:
 		// Released by the try whose reply was lost (granted on), or taken
@@ -175,8 +175,8 @@ func (n *name) tick(now time.Time) effects {
 // ended without Redis confirming its release: an attempt that finds the
 // key still ours then releases it instead of reusing a token a Lock had.
 // A script may run that long after its caller gave up on it.
-func (n *name) dirty(now time.Time) {
-	n.keep = now.Add(n.r.lease + lateRun)
+func (n *name) dirty(now time.Time, fence uint64) {
+	n.keep, n.dirtyFence = now.Add(n.r.lease+lateRun), fence
 }
 
 // lateRun bounds how long after it was sent a script may still run: rueidis
@@ -190,8 +190,8 @@ func (n *name) lose(now time.Time) (e effects) {
 		n.end(l, fmt.Errorf("%w: %q", ErrLockLost, truncate(n.name)), &e)
 		n.r.stats.lost.Add(1)
 	}
+	n.dirty(now, n.hold.fence)
 	n.st, n.hold, n.recheck = idle, nil, time.Time{}
-	n.dirty(now)
 	return e.merge(n.settle(now))
 }
 

@@ -55,29 +55,30 @@ type rules struct {
 // name is a session's state for one lock name. It is guarded by the
 // session's mutex and lives while it is not idle or has waiters.
 type name struct {
-	name    string
-	keys    keys
-	r       *rules
-	s       *Session // for the shell; nil in tests of the machine alone
-	unsub   func()   // for the shell: cancels the grant subscription
-	st      state
-	seq     uint64    // number of the call in flight; replies carry it
-	call    request   // the call in flight
-	waiters []*waiter // FIFO; only waiters[0] acts
-	hold    *hold     // held: our hold; releasing: the hold being released (nil for a stray grant)
-	grant   grant     // a grant read while a call was in flight, applied after its reply
-	seen    uint64    // highest fence seen for the name: grants at or below it are stale
-	expect  uint64    // confirm: the grant the head's next acquire confirms
-	recheck time.Time // idle or queued with waiters: when the head asks Redis again (zero: at once)
-	entryAt time.Time // when the last call that found our queue entry in Redis was sent: a grant to us ran after it
-	stale   bool      // the key changed, or a connection dropped, while a call was in flight
-	unsure  bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
-	linger  time.Time // lingering: our entry lives in Redis at least until then
-	lapse   time.Time // lingering: and at most until then
-	keep    time.Time // idle: remember seen until then, as the key may still name a fence a Lock of ours had
-	pos     int64     // our place in the Redis queue at the last attempt (0: next)
-	sub     subState  // Redis Cluster: our subscription to the name's grant channel
-	subErr  error     // Redis Cluster: why Redis refused that subscription; waiters fail with it
+	name       string
+	keys       keys
+	r          *rules
+	s          *Session // for the shell; nil in tests of the machine alone
+	unsub      func()   // for the shell: cancels the grant subscription
+	st         state
+	seq        uint64    // number of the call in flight; replies carry it
+	call       request   // the call in flight
+	waiters    []*waiter // FIFO; only waiters[0] acts
+	hold       *hold     // held: our hold; releasing: the hold being released (nil for a stray grant)
+	grant      grant     // a grant read while a call was in flight, applied after its reply
+	seen       uint64    // highest fence seen for the name: grants at or below it are stale
+	expect     uint64    // confirm: the grant the head's next acquire confirms
+	recheck    time.Time // idle or queued with waiters: when the head asks Redis again (zero: at once)
+	entryAt    time.Time // when the last call that found our queue entry in Redis was sent: a grant to us ran after it
+	stale      bool      // the key changed, or a connection dropped, while a call was in flight
+	unsure     bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
+	linger     time.Time // lingering: our entry lives in Redis at least until then
+	lapse      time.Time // lingering: and at most until then
+	keep       time.Time // idle: remember seen until then, as the key may still name a fence a Lock of ours had
+	dirtyFence uint64    // that fence: Close releases it if the key still names it
+	pos        int64     // our place in the Redis queue at the last attempt (0: next)
+	sub        subState  // Redis Cluster: our subscription to the name's grant channel
+	subErr     error     // Redis Cluster: why Redis refused that subscription; waiters fail with it
 }
 
 // subState is the state of a name's grant subscription on Redis Cluster.
@@ -493,6 +494,12 @@ func (n *name) close(now time.Time) (e effects) {
 	}
 	if n.st.inCall() {
 		return e
+	}
+	if n.st == idle && n.dirtyFence != 0 && now.Before(n.keep) {
+		// A release whose outcome is unknown: the key may still be ours.
+		f := n.dirtyFence
+		n.dirtyFence = 0
+		return e.merge(n.releaseStray(f))
 	}
 	return e.merge(n.settle(now))
 }

@@ -229,13 +229,14 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 	if !replied {
 		// ctx ended first. Unless the reply came meanwhile, the machine
 		// releases what the call takes when it comes.
+		gone := false
 		s.step(n, func(time.Time) effects {
-			if !got {
+			if gone = !got; gone {
 				n.leaveTry(req.seq)
 			}
 			return effects{}
 		})
-		if !got {
+		if gone {
 			return nil, fmt.Errorf("baton: trylock %q: %w", truncate(n.name), ctx.Err())
 		}
 	}
@@ -251,35 +252,14 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 }
 
 // acquireCall makes the acquire call req and hands its reply to apply,
-// never dropping it: rueidis still sends a call whose ctx has ended, and
-// it would run unseen (take the lock, or queue us, for nobody). A caller
-// whose ctx can end waits for the call in a client goroutine as long as
-// ctx lasts; acquireCall reports false if ctx ended first, and apply then
-// runs when the reply comes.
+// never dropping it (see await): if ctx ended first it reports false, and
+// apply runs when the reply comes.
 func (s *Session) acquireCall(ctx context.Context, n *name, req *request, apply func(sent time.Time, a attempt, err error)) bool {
-	if ctx.Done() == nil {
+	return s.await(ctx, func(ctx context.Context) {
 		sent := time.Now()
 		a, err := s.callAcquire(ctx, n, req)
 		apply(sent, a, err)
-		return true
-	}
-	done := make(chan struct{})
-	call := func(context.Context) {
-		defer close(done)
-		sent := time.Now()
-		a, err := s.callAcquire(context.WithoutCancel(ctx), n, req)
-		apply(sent, a, err)
-	}
-	if !s.c.spawn(call) {
-		apply(time.Now(), attempt{}, ErrClosed) // the client has stopped
-		return true
-	}
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	})
 }
 
 // wait is Lock for waiter w, which has joined n's FIFO: at the head, it
@@ -396,7 +376,10 @@ func (s *Session) attempt(ctx context.Context, n *name, req *request, bo **backo
 		}
 		err = cerr
 	})
-	return err, replied
+	if !replied {
+		return nil, false // err and *bo belong to the call's goroutine now
+	}
+	return err, true
 }
 
 // leave removes a waiter that stops waiting with err. A lock handed to it
@@ -410,7 +393,7 @@ func (s *Session) leave(n *name, w *waiter, inline bool, err error) (*Lock, erro
 	switch {
 	case req != nil && inline:
 		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
-		s.run(ctx, n, req)
+		s.run(ctx, n, req) // waits at most a lease; the call goes on
 		cancel()
 	case req != nil:
 		s.background(n, req)

@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -86,11 +87,34 @@ func (s *Session) step(n *name, t func(now time.Time) effects) {
 
 // background makes req in a goroutine that the client owns.
 func (s *Session) background(n *name, req *request) {
-	s.c.spawn(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, s.lease)
-		defer cancel()
-		s.run(ctx, n, req)
-	})
+	s.c.spawn(func(context.Context) { s.run(context.Background(), n, req) })
+}
+
+// await runs call, never abandoning it: rueidis still sends a call whose
+// ctx has ended, and it would run unseen (take a lock or queue us for
+// nobody, release a newer hold of ours), so the call's fate must reach the
+// machine. When ctx can end, call runs in a goroutine of the client with
+// ctx's values but not its end, and the caller waits for it as long as ctx
+// lasts; await reports false if ctx ended first.
+func (s *Session) await(ctx context.Context, call func(ctx context.Context)) bool {
+	if ctx.Done() == nil {
+		call(ctx)
+		return true
+	}
+	done := make(chan struct{})
+	if !s.c.spawn(func(context.Context) {
+		defer close(done)
+		call(context.WithoutCancel(ctx))
+	}) {
+		call(ctx) // the client has stopped: Redis is closed, the call fails at once
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // afterLocked does the parts of e that need s.mu (forgetting n, starting
@@ -137,31 +161,39 @@ func (e *effects) signal() {
 
 // run makes a release or dequeue call and applies its reply; a call that
 // follows from it goes to the background. It returns what Unlock reports.
+// A release is bounded by its hold's lease (or one lease); a dequeue only
+// by rueidis: Redis answers it or the connection dies. If ctx ends first,
+// run returns its error and the call goes on (see await).
 func (s *Session) run(ctx context.Context, n *name, req *request) error {
 	var err error
-	switch req.kind {
-	case releaseCall:
-		first := time.Now()
-		until := req.until
-		if until.IsZero() {
-			until = first.Add(s.lease)
+	done := s.await(ctx, func(ctx context.Context) {
+		switch req.kind {
+		case releaseCall:
+			first := time.Now()
+			until := req.until
+			if until.IsZero() {
+				until = first.Add(s.lease)
+			}
+			rctx, cancel := context.WithDeadline(ctx, until)
+			o, sent, cerr := s.callRelease(rctx, n, req)
+			cancel()
+			s.step(n, func(now time.Time) (e effects) {
+				e, err = n.releaseReply(req.seq, first, sent, now, o, cerr)
+				return e
+			})
+		case dequeueCall:
+			c := s.scriptCall(n, req)
+			res, _ := run(ctx, s.c.rc, pipe{}, c.s, c.keys, c.args)
+			fence, derr := res.AsInt64()
+			s.step(n, func(now time.Time) effects {
+				return n.dequeueReply(req.seq, now, uint64(max(fence, 0)), derr)
+			})
+		default:
+			panic("baton: run of an acquire call")
 		}
-		cctx, cancel := context.WithDeadline(ctx, until)
-		o, sent, cerr := s.callRelease(cctx, n, req)
-		cancel()
-		s.step(n, func(now time.Time) (e effects) {
-			e, err = n.releaseReply(req.seq, first, sent, now, o, cerr)
-			return e
-		})
-	case dequeueCall:
-		c := s.scriptCall(n, req)
-		res, _ := run(ctx, s.c.rc, pipe{}, c.s, c.keys, c.args)
-		fence, derr := res.AsInt64()
-		s.step(n, func(now time.Time) effects {
-			return n.dequeueReply(req.seq, now, uint64(max(fence, 0)), derr)
-		})
-	default:
-		panic("baton: run of an acquire call")
+	})
+	if !done {
+		return fmt.Errorf("baton: unlock %q: %w; the release goes on, bounded by the lease", truncate(n.name), ctx.Err())
 	}
 	return err
 }
