@@ -1,11 +1,12 @@
 # make test   vet and the full test suite with -race against throwaway redis-servers
 # make bench  side-by-side comparison with peer libraries (bench/ module)
 # make chaos  the fault-injection suite at length (minutes); make test runs it briefly
+# make soak   the randomized workload (TestWorkload) for SOAK_DURATION; make test runs it briefly
 GO    ?= go
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BENCH_OUT ?= bench/results
 
-.PHONY: test bench bench-smoke bench-compare chaos fuzz deps vet
+.PHONY: test bench bench-smoke bench-compare chaos soak fuzz deps vet
 
 # Tests start their own redis-server, replicas and sentinels; install them
 # when missing (Debian/Ubuntu).
@@ -26,6 +27,13 @@ test: deps vet
 CHAOS_DURATION ?= 60s
 chaos: deps
 	BATON_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -timeout 60m -run Chaos -v .
+
+# SOAK_DURATION is the total, shared equally by TestWorkload's shapes; each
+# run logs its seed (BATON_SOAK_SEED=<seed> repeats its random choices).
+SOAK_DURATION ?= 10m
+SOAK_TIMEOUT  ?= 3h
+soak: deps
+	BATON_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -race -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestWorkload$$' -v .
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzName -fuzztime 60s .

@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,5 +172,128 @@ func TestDo(t *testing.T) {
 	}
 	if err := c.Do(ctx, name, nil); err == nil {
 		t.Fatal("Do with nil fn succeeded")
+	}
+}
+
+// TestHostileClosedClient: every entry point of a closed Client answers
+// ErrClosed (or harmlessly) and none panics or touches Redis.
+func TestHostileClosedClient(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	s, err := c.NewSession(SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := c.Session()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := commandCounts(t, srv)
+	ran := false
+	fn := func(context.Context) error { ran = true; return nil }
+	if err := c.Do(ctx, "x", fn); !errors.Is(err, ErrClosed) {
+		t.Errorf("Do: %v", err)
+	}
+	if err := c.Do(ctx, "x", nil); err == nil {
+		t.Error("Do with nil fn on a closed client succeeded")
+	}
+	for _, sess := range []*Session{def, s} {
+		if _, err := sess.Lock(ctx, "x"); !errors.Is(err, ErrClosed) {
+			t.Errorf("Session.Lock: %v", err)
+		}
+		if _, err := sess.TryLock(ctx, "x"); !errors.Is(err, ErrClosed) {
+			t.Errorf("Session.TryLock: %v", err)
+		}
+		if err := sess.Do(ctx, "x", fn); !errors.Is(err, ErrClosed) {
+			t.Errorf("Session.Do: %v", err)
+		}
+		if err := sess.Close(); err != nil {
+			t.Errorf("Session.Close after Client.Close: %v", err)
+		}
+		select {
+		case <-sess.Done():
+		default:
+			t.Error("session not done after Client.Close")
+		}
+		if h := sess.Held(); len(h) != 0 {
+			t.Errorf("Held: %+v", h)
+		}
+	}
+	if ran {
+		t.Error("fn ran on a closed client")
+	}
+	if st := c.Stats(); st.Held != 0 {
+		t.Errorf("Stats after Close: %+v", st)
+	}
+	after := commandCounts(t, srv)
+	for cmd, n := range after {
+		if n != before[cmd] && cmd != "info" {
+			t.Errorf("%d %s commands sent by a closed client", n-before[cmd], cmd)
+		}
+	}
+}
+
+// TestHostileUnlockRacesClose: Unlock, a waiting Lock and Close at once:
+// no panic, only documented errors, and no lock left owned beyond a lease.
+func TestHostileUnlockRacesClose(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 500 * time.Millisecond
+	for round := range 5 {
+		c := newClient(t, srv, Options{LeaseTTL: lease})
+		ctx := ctxTimeout(t, 10*time.Second)
+		names := []string{uniqueName(t), uniqueName(t), uniqueName(t)}
+		var locks []*Lock
+		for _, n := range names {
+			l, err := c.Lock(ctx, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			locks = append(locks, l)
+		}
+		waiter := make(chan error, 1)
+		go func() {
+			l, err := c.Lock(ctx, names[0])
+			if err == nil {
+				err = l.Unlock(ctx)
+				if errors.Is(err, ErrClosed) || errors.Is(err, ErrUnlocked) {
+					err = nil
+				}
+			} else if errors.Is(err, ErrClosed) {
+				err = nil
+			}
+			waiter <- err
+		}()
+		waitLocalWaiters(t, c.Session(), names[0], 1)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, l := range locks {
+			wg.Go(func() {
+				<-start
+				if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrUnlocked) {
+					t.Errorf("round %d: Unlock racing Close: %v", round, err)
+				}
+			})
+		}
+		wg.Go(func() {
+			<-start
+			if err := c.Close(); err != nil {
+				t.Errorf("round %d: Close: %v", round, err)
+			}
+		})
+		close(start)
+		wg.Wait()
+		if err := waitFor(t, waiter, 5*time.Second, "the waiter"); err != nil {
+			t.Fatalf("round %d: waiter: %v", round, err)
+		}
+		for _, n := range names {
+			if owner := lockOwner(t, srv, DefaultKeyPrefix, n); owner != "" {
+				// A release that lost the race with the closing connection
+				// leaves the key to expire with its lease.
+				if pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, n).lock).AsInt64(); pttl > lease.Milliseconds() {
+					t.Fatalf("round %d: %s still owned by %q with PTTL %d ms", round, n, owner, pttl)
+				}
+			}
+		}
 	}
 }

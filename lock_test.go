@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,6 +208,106 @@ func TestTokensRiseAfterRollback(t *testing.T) {
 		last = l.Token()
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
+		}
+	}
+}
+
+// TestHostileLockAfterUnlock: a released or lost Lock stays safe to use:
+// accessors keep answering, Unlock keeps failing the same way, and closing
+// the client changes nothing.
+func TestHostileLockAfterUnlock(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{LeaseTTL: 300 * time.Millisecond})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	l, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := l.Token()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := c.Lock(ctx, name+"-lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name+"-lost").lock)
+	waitFor(t, lost.Done(), 5*time.Second, "the loss")
+	check := func(when string) {
+		t.Helper()
+		if l.Name() != name || l.Token() != tok {
+			t.Errorf("%s: name %q token %d, want %q %d", when, l.Name(), l.Token(), name, tok)
+		}
+		if !errors.Is(l.Err(), ErrUnlocked) || !errors.Is(context.Cause(l.Context()), ErrUnlocked) || l.Context().Err() == nil {
+			t.Errorf("%s: Err %v, ctx %v cause %v", when, l.Err(), l.Context().Err(), context.Cause(l.Context()))
+		}
+		select {
+		case <-l.Done():
+		default:
+			t.Errorf("%s: Done open", when)
+		}
+		if got, ok := FromContext(l.Context()); !ok || got != l {
+			t.Errorf("%s: FromContext lost the lock", when)
+		}
+		if err := l.Unlock(ctx); !errors.Is(err, ErrUnlocked) {
+			t.Errorf("%s: Unlock %v, want ErrUnlocked", when, err)
+		}
+		if !errors.Is(lost.Err(), ErrLockLost) || lost.Name() != name+"-lost" {
+			t.Errorf("%s: lost lock: Err %v name %q", when, lost.Err(), lost.Name())
+		}
+		if err := lost.Unlock(ctx); !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrUnlocked) {
+			t.Errorf("%s: Unlock of a lost lock: %v", when, err)
+		}
+	}
+	check("after Unlock")
+	var wg sync.WaitGroup
+	for range 4 { // and from several goroutines at once (for -race)
+		wg.Go(func() { check("concurrently") })
+	}
+	wg.Wait()
+	c.Close()
+	check("after Close")
+}
+
+// TestHostileConcurrentUnlockWithWaiters: Unlock called 8 times at once
+// while three goroutines of the session wait: one call succeeds, and the
+// lock goes to exactly one waiter at a time, with rising tokens.
+func TestHostileConcurrentUnlockWithWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	l, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 3
+	got := make(chan *Lock, waiters)
+	for range waiters {
+		go func() {
+			l, err := c.Lock(ctx, name)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+	}
+	waitLocalWaiters(t, c.Session(), name, waiters)
+	unlockConcurrently(t, ctx, l, 8)
+	last := l.Token()
+	for i := range waiters {
+		next := waitFor(t, got, 5*time.Second, "a waiter")
+		if next == nil {
+			t.FailNow()
+		}
+		waitLocalWaiters(t, c.Session(), name, waiters-1-i) // nobody else got it
+		if next.Token() <= last {
+			t.Fatalf("token %d after %d", next.Token(), last)
+		}
+		last = next.Token()
+		if err := next.Unlock(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

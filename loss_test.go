@@ -251,3 +251,53 @@ func TestGrantedLockLostBeforeExpiry(t *testing.T) {
 		t.Fatalf("b learned of its loss after the key expired (PTTL %d)", pttl)
 	}
 }
+
+// TestNoHandoffAfterDataLoss: after Redis loses its data (FLUSHALL; a
+// restart or failover drops the connection, with the same effect), another
+// client acquires the name under a fence from the current clock. The old
+// holder's Unlock must not then hand the lock to a goroutine of its own
+// session under the old fence: that would be an acquisition after b's with
+// a lower token. Redis's flush notification (or the dropped connection)
+// stops local hand-offs until a renewal confirms the hold.
+func TestNoHandoffAfterDataLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{}) // lease 10 s: no renewal during the test
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 30*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		l, _ := a.Lock(ctx, name) // nil at the test's end
+		got <- l
+	}()
+	waitLocalWaiters(t, a.Session(), name, 1)
+	srv.Do(t, "FLUSHALL") // Redis loses every lock
+	// Wait until a has heard of the flush (tracking pushes it).
+	s := a.Session()
+	waitSession(t, s, func() bool { n := s.names[name]; return n != nil && n.st == held && n.hold.suspect },
+		func() string { return "a never heard of the flush" })
+	lb, err := b.TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("TryLock after the data loss: %v", err)
+	}
+	before := a.Stats().LocalHandoffs
+	if err := la.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock of a lock Redis lost: %v, want ErrLockLost", err)
+	}
+	if a.Stats().LocalHandoffs != before {
+		t.Fatal("a handed a lock Redis had lost to its own goroutine")
+	}
+	lb.Unlock(ctx)
+	next := waitFor(t, got, 5*time.Second, "a's second goroutine")
+	if next == nil {
+		t.FailNow()
+	}
+	if next.Token() <= lb.Token() {
+		t.Fatalf("a's goroutine acquired after b with token %d, below b's %d", next.Token(), lb.Token())
+	}
+	next.Unlock(ctx)
+}

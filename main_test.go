@@ -119,6 +119,17 @@ func lockHeld(t testing.TB, srv interface {
 	return err == nil && !strings.HasPrefix(v, "~")
 }
 
+// lockOwner returns the owner recorded in name's lock key, or "" when the
+// lock is free (no key, or a "~<fence>" marker of a released lock).
+func lockOwner(t testing.TB, srv *redistest.Server, prefix, name string) string {
+	t.Helper()
+	v, err := srv.Do(t, "GET", newKeys(prefix, name).lock).ToString()
+	if err != nil || strings.HasPrefix(v, "~") {
+		return ""
+	}
+	return v
+}
+
 // queuedWaiter starts c.Lock(ctx, name) in a goroutine that unlocks at
 // once, and returns when that waiter sleeps in the Redis queue. The channel
 // gets the error of Lock, or else of Unlock.

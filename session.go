@@ -353,8 +353,9 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 // attempt makes the head waiter's acquire call req and applies its reply;
 // *bo paces retries after transient errors. It reports false if ctx ended
 // first (see acquireCall).
-func (s *Session) attempt(ctx context.Context, n *name, req *request, bo **backoff.ExponentialBackOff) (err error, replied bool) {
-	replied = s.acquireCall(ctx, n, req, func(sent time.Time, a attempt, cerr error) {
+func (s *Session) attempt(ctx context.Context, n *name, req *request, bo **backoff.ExponentialBackOff) (error, bool) {
+	var err error
+	replied := s.acquireCall(ctx, n, req, func(sent time.Time, a attempt, cerr error) {
 		var retry time.Time
 		switch {
 		case cerr == nil:

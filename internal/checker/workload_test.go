@@ -1,0 +1,334 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/redistest"
+)
+
+// TestWorkloadRuns: the workload runs against a real server, exercises
+// every operation, closes and re-makes sessions and clients, and reports.
+// It does not judge baton (see TestWorkload in the root package).
+func TestWorkloadRuns(t *testing.T) {
+	srv := redistest.Start(t)
+	rep, err := RunWorkload(context.Background(), Workload{
+		Names:              3,
+		Duration:           1500 * time.Millisecond,
+		SessionCloseEvery:  100 * time.Millisecond,
+		ClientRestartEvery: 500 * time.Millisecond,
+		Options:            func(int) baton.Options { return baton.Options{Redis: srv.Option()} },
+		Redis:              srv.Option,
+		LeakOptions:        redistest.KnownLeaks(),
+	}, func(ctx context.Context) {
+		end := WorkloadControlFrom(ctx).Fault()
+		end()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report:\n%s", rep)
+	if err := rep.Check(); err != nil {
+		t.Logf("findings (not judged here):\n%v", err)
+	}
+	if rep.Acquisitions == 0 || rep.Calls["Lock"] == 0 || rep.Calls["TryLock"] == 0 || rep.Calls["Do"] == 0 {
+		t.Fatalf("calls %v, %d acquisitions", rep.Calls, rep.Acquisitions)
+	}
+	if rep.SessionCloses == 0 || rep.ClientCloses <= 3 || rep.Sessions <= 9 || rep.Faults != 1 {
+		t.Fatalf("%d Session.Close, %d Client.Close, %d sessions, %d faults", rep.SessionCloses, rep.ClientCloses, rep.Sessions, rep.Faults)
+	}
+	if rep.Counts[oLeak] != 0 {
+		t.Fatalf("goroutines left: %s", rep.Leaked)
+	}
+}
+
+// analysisRun is a run with hand-made records.
+type analysisRun struct {
+	*wrun
+	t0 time.Time
+}
+
+func newAnalysis() analysisRun {
+	t0 := time.Now()
+	r := &wrun{
+		cfg:    Workload{WaitBound: 100 * time.Millisecond, FIFOSlack: 2, FaultGrace: time.Second},
+		names:  []string{"n"},
+		t0:     t0,
+		fails:  map[string][]string{},
+		nfails: map[string]int{},
+	}
+	return analysisRun{r, t0}
+}
+
+func (a analysisRun) at(ms int) time.Time { return a.t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func (a analysisRun) session(label string, lease time.Duration) *wsession {
+	return &wsession{label: label, lease: lease}
+}
+
+// hold records an acquisition by a Lock call [call, acq] held until unlock
+// (Unlock returned 1 ms later).
+func (a analysisRun) hold(s *wsession, token uint64, call, acq, unlock int) *whold {
+	c := &wcall{op: opLock, sess: s, start: a.at(call), end: a.at(acq), timeout: time.Second}
+	h := &whold{call: c, sess: s, token: token, acquired: a.at(acq), unlocked: true,
+		unlockAt: a.at(unlock), unlockRet: a.at(unlock + 1), doneAt: a.at(unlock), cause: baton.ErrUnlocked}
+	c.hold = h
+	a.calls = append(a.calls, c)
+	a.holds = append(a.holds, h)
+	return h
+}
+
+// wait records a Lock call [from, to] that did not acquire.
+func (a analysisRun) wait(s *wsession, from, to int) *wcall {
+	c := &wcall{op: opLock, sess: s, start: a.at(from), end: a.at(to), kind: "context", timeout: time.Second}
+	a.calls = append(a.calls, c)
+	return c
+}
+
+func (a analysisRun) check(t *testing.T, oracle string, want int) WorkloadReport {
+	t.Helper()
+	rep := a.analyse()
+	if got := rep.Counts[oracle]; got != want {
+		t.Fatalf("%s: %d failures, want %d: %v", oracle, got, want, rep.Failures)
+	}
+	for o, n := range rep.Counts {
+		if o != oracle && n > 0 {
+			t.Fatalf("unexpected %s failures: %v", o, rep.Failures[o])
+		}
+	}
+	return rep
+}
+
+func TestWorkloadLossOracle(t *testing.T) {
+	t.Run("signalled", func(t *testing.T) {
+		a := newAnalysis()
+		s := a.session("s", time.Second)
+		h := a.hold(s, 1, 0, 1, 50)
+		h.doneAt, h.cause = a.at(3), fmt.Errorf("x: %w", baton.ErrLockLost)
+		a.hold(a.session("u", time.Second), 2, 2, 4, 10)
+		rep := a.check(t, oLoss, 1)
+		if m := rep.Failures[oLoss][0]; !strings.Contains(m, "EARLY") || !strings.Contains(m, "next acquisition 1.0ms after") {
+			t.Fatalf("message lacks the early mark or the next acquisition: %s", m)
+		}
+	})
+	t.Run("during a fault", func(t *testing.T) {
+		a := newAnalysis()
+		a.faults = []window{{a.at(0), a.at(1)}}
+		h := a.hold(a.session("s", time.Second), 1, 0, 1, 50)
+		h.doneAt, h.cause = a.at(900), baton.ErrLockLost
+		a.check(t, oLoss, 0)
+	})
+	t.Run("long after a fault", func(t *testing.T) {
+		a := newAnalysis()
+		a.faults = []window{{a.at(0), a.at(1)}}
+		h := a.hold(a.session("s", 100*time.Millisecond), 1, 0, 1, 1500)
+		h.doneAt, h.cause = a.at(1400), baton.ErrLockLost
+		a.check(t, oLoss, 1)
+	})
+	t.Run("unlock says lost", func(t *testing.T) {
+		a := newAnalysis()
+		h := a.hold(a.session("s", time.Second), 1, 0, 1, 50)
+		h.unlockErr = baton.ErrLockLost
+		a.check(t, oLoss, 1)
+	})
+	t.Run("closed without Close", func(t *testing.T) {
+		a := newAnalysis()
+		s := a.session("s", time.Second)
+		h := a.hold(s, 1, 0, 1, 50)
+		h.doneAt, h.cause = a.at(20), baton.ErrClosed
+		a.check(t, oLoss, 1)
+		s.closeStart, s.closeEnd = a.at(19), a.at(21)
+		a.fails, a.nfails = map[string][]string{}, map[string]int{}
+		a.check(t, oLoss, 0)
+	})
+}
+
+func TestWorkloadOverlapOracle(t *testing.T) {
+	t.Run("overlap", func(t *testing.T) {
+		a := newAnalysis()
+		a.hold(a.session("s", time.Second), 1, 0, 1, 50)
+		a.hold(a.session("u", time.Second), 2, 0, 20, 60)
+		rep := a.check(t, oOverlap, 1)
+		if rep.Overlaps != 1 {
+			t.Fatalf("overlaps %d", rep.Overlaps)
+		}
+	})
+	t.Run("told first", func(t *testing.T) {
+		a := newAnalysis()
+		a.faults = []window{{a.at(0), a.at(1)}}
+		h := a.hold(a.session("s", time.Second), 1, 0, 1, 50)
+		h.doneAt, h.cause = a.at(15), baton.ErrLockLost
+		a.hold(a.session("u", time.Second), 2, 0, 20, 60)
+		a.check(t, oOverlap, 0)
+	})
+	t.Run("ended by Close", func(t *testing.T) {
+		a := newAnalysis()
+		s := a.session("s", time.Second)
+		s.closeStart, s.closeEnd = a.at(10), a.at(12)
+		h := a.hold(s, 1, 0, 1, 50)
+		h.doneAt, h.cause = a.at(11), baton.ErrClosed
+		a.hold(a.session("u", time.Second), 2, 0, 20, 60)
+		a.check(t, oOverlap, 0)
+	})
+	t.Run("survived Close", func(t *testing.T) {
+		a := newAnalysis()
+		s := a.session("s", time.Second)
+		s.closeStart, s.closeEnd = a.at(10), a.at(12)
+		h := a.hold(s, 1, 0, 1, 50)
+		h.unlocked, h.doneAt, h.cause, h.open = false, time.Time{}, nil, true
+		a.hold(a.session("u", time.Second), 2, 0, 2000, 2010)
+		a.check(t, oOverlap, 1)
+	})
+}
+
+func TestWorkloadTokenOracle(t *testing.T) {
+	a := newAnalysis()
+	s := a.session("s", time.Second)
+	a.hold(s, 5, 0, 1, 2)
+	a.hold(s, 6, 2, 3, 4)
+	a.hold(s, 6, 4, 5, 6)
+	a.check(t, oToken, 1)
+}
+
+func TestWorkloadIdleOracle(t *testing.T) {
+	t.Run("free name", func(t *testing.T) {
+		a := newAnalysis()
+		s, u := a.session("s", time.Second), a.session("u", time.Second)
+		a.hold(s, 1, 0, 1, 50)
+		w := a.wait(u, 10, 400) // free from 51 to 400
+		rep := a.check(t, oIdle, 1)
+		if rep.IdleMax != 349*time.Millisecond {
+			t.Fatalf("idle max %v", rep.IdleMax)
+		}
+		if m := rep.Failures[oIdle][0]; !strings.Contains(m, "after the release of s token 1") {
+			t.Fatalf("message does not name the release: %s", m)
+		}
+		_ = w
+	})
+	t.Run("taken by another", func(t *testing.T) {
+		a := newAnalysis()
+		s, u, v, x := a.session("s", time.Second), a.session("u", time.Second), a.session("v", time.Second), a.session("x", time.Second)
+		a.hold(s, 1, 0, 1, 50)
+		a.wait(u, 10, 400)          // free from 51 to 300
+		a.hold(v, 2, 299, 300, 350) // then v takes it (and x after v)
+		a.hold(x, 3, 320, 351, 600)
+		rep := a.check(t, oIdle, 1)
+		if m := rep.Failures[oIdle][0]; !strings.Contains(m, "then v token 2") || !strings.Contains(m, "waited 249.0ms") {
+			t.Fatalf("message does not name who took the name: %s", m)
+		}
+	})
+	t.Run("someone ahead", func(t *testing.T) {
+		a := newAnalysis()
+		s, u, v := a.session("s", time.Second), a.session("u", time.Second), a.session("v", time.Second)
+		a.hold(s, 1, 0, 1, 50)
+		a.wait(v, 5, 300) // ahead of u's waiter until 300: its own idle wait is the finding
+		a.wait(u, 10, 350)
+		rep := a.check(t, oIdle, 1)
+		if !strings.Contains(rep.Failures[oIdle][0], "by v") {
+			t.Fatalf("blamed the wrong waiter: %v", rep.Failures[oIdle])
+		}
+	})
+	t.Run("behind within bound", func(t *testing.T) {
+		a := newAnalysis()
+		s, u, v := a.session("s", time.Second), a.session("u", time.Second), a.session("v", time.Second)
+		a.hold(s, 1, 0, 1, 50)
+		a.wait(v, 5, 120)  // 69 ms free: within the bound
+		a.wait(u, 10, 200) // free 120..200 with nobody ahead: 80 ms
+		a.check(t, oIdle, 0)
+	})
+	t.Run("failed release", func(t *testing.T) {
+		a := newAnalysis()
+		s, u := a.session("s", time.Second), a.session("u", time.Second)
+		h := a.hold(s, 1, 0, 1, 50)
+		h.unlockErr = context.DeadlineExceeded // the key may stay a lease
+		a.wait(u, 10, 900)
+		a.check(t, oIdle, 0)
+	})
+	t.Run("own Close", func(t *testing.T) {
+		a := newAnalysis()
+		s, u := a.session("s", time.Second), a.session("u", time.Second)
+		a.hold(s, 1, 0, 1, 50)
+		u.closeStart, u.closeEnd = a.at(100), a.at(101)
+		a.wait(u, 10, 400)
+		a.check(t, oIdle, 0)
+	})
+}
+
+func TestWorkloadFIFOOracle(t *testing.T) {
+	build := func(handoffs bool) analysisRun {
+		a := newAnalysis()
+		s, u, v := a.session("s", time.Second), a.session("u", time.Second), a.session("v", time.Second)
+		a.wait(s, 0, 200) // waits alone: limit 0 + 1 + 2 = 3
+		tok := uint64(0)
+		for i := range 5 {
+			at := 10 + 40*i
+			tok++
+			a.hold(u, tok, at-1, at, at+5)
+			if handoffs {
+				tok++
+				a.hold(u, tok, at+4, at+6, at+10)
+			} else {
+				tok++
+				a.hold(v, tok, at+9, at+10, at+20)
+			}
+		}
+		return a
+	}
+	rep := build(false).check(t, oFIFO, 1)
+	if !strings.Contains(rep.Failures[oFIFO][0], "began 5 turns") || rep.MaxTurns != 5 {
+		t.Fatalf("max turns %d: %v", rep.MaxTurns, rep.Failures[oFIFO])
+	}
+	// u alone, with local hand-offs inside each turn: one turn in all.
+	if rep := build(true).check(t, oFIFO, 0); rep.MaxTurns != 1 {
+		t.Fatalf("max turns %d, want 1", rep.MaxTurns)
+	}
+}
+
+func TestGap(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ss := merge([]span{{from: at(10), to: at(20)}, {from: at(15), to: at(30)}, {from: at(50), to: at(60)}})
+	if len(ss) != 2 || !ss[0].to.Equal(at(30)) {
+		t.Fatalf("merge: %v", ss)
+	}
+	for _, tc := range []struct{ from, to, want int }{
+		{0, 100, 40}, // 60..100
+		{0, 55, 20},  // 30..50
+		{12, 28, 0},
+		{0, 12, 10},
+	} {
+		if d, _, _, _, _ := gap(ss, at(tc.from), at(tc.to)); d != time.Duration(tc.want)*time.Millisecond {
+			t.Errorf("gap [%d, %d] = %v, want %dms", tc.from, tc.to, d, tc.want)
+		}
+	}
+}
+
+// TestWorkloadSamples: what the sampler saw is summarised in findings.
+func TestWorkloadSamples(t *testing.T) {
+	a := newAnalysis()
+	s1, s2 := a.session("s1", time.Second), a.session("s2", time.Second)
+	s1.member, s2.member = "m1", "m2"
+	a.members = map[string]*wsession{"m1": s1, "m2": s2}
+	a.byName = [][]*whold{nil}
+	a.samples = [][]sample{{
+		{sent: a.at(0), got: a.at(1), value: "~1"},
+		{sent: a.at(100), got: a.at(101), value: "m1:5", queue: []string{"m2"}},
+		{sent: a.at(200), got: a.at(201), value: "~5"},
+	}}
+	if q := a.queuedShare(0, s2, a.at(50), a.at(250)); q != 0.5 {
+		t.Fatalf("queued share %v, want 0.5", q)
+	}
+	if q := a.queuedShare(0, s1, a.at(150), a.at(250)); q != 0.5 {
+		t.Fatalf("owner share %v, want 0.5", q)
+	}
+	got := a.redisDuring(0, a.at(150), a.at(250))
+	for _, want := range []string{"t=100.0ms held by s1 (holding NOTHING by the record), queue [s2]", "t=200.0ms free, queue empty"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("%q lacks %q", got, want)
+		}
+	}
+}
