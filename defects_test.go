@@ -1059,3 +1059,136 @@ func startProxy(t *testing.T, srv *redistest.Server) *faultproxy.Proxy {
 func randomPause(d time.Duration) {
 	time.Sleep(time.Duration(rand.Int64N(int64(d))))
 }
+
+// TestDefect2ReconnectWithManyLingering, defect 2: the janitor deadlock. A
+// dropped connection makes every lingering name leave the Redis queue.
+// Round 1 sent those dequeues through a janitor channel of 1,024; once it
+// was full (Redis slow), the fallback locked the session mutex that its
+// caller (recheckAll, on a rueidis goroutine) already held, and the
+// session hung for good: no renewal, no Lock, no Close. Here 1,100 names
+// linger when the connections are cut while Redis is unreachable; once it
+// is back, the client must still take a lock, and Close must return.
+func TestDefect2ReconnectWithManyLingering(t *testing.T) {
+	srv := redistest.Start(t)
+	p := startProxy(t, srv)
+	const lease = 30 * time.Second // lingering lasts lease/2
+	c := newClientThrough(t, srv, p, lease)
+	x := newClient(t, srv, Options{})
+	lingerOn(t, srv, x, c.Session(), 1100)
+	ctx := ctxTimeout(t, 60*time.Second)
+	p.Blackhole(true)
+	p.Cut() // every lingering name leaves the queue, through a black hole
+	unreachable := time.NewTimer(300 * time.Millisecond)
+	<-unreachable.C // the fault's duration, not an ordering
+	p.Blackhole(false)
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.TryLock(ctx, uniqueName(t))
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("TryLock after the reconnect: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("TryLock hangs after the reconnect: the session is deadlocked")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(lease):
+		t.Fatal("Close hangs after the reconnect")
+	}
+}
+
+// TestDefect13LateGrantToForgottenName, defect 13 (suspected): a grant
+// message for a name the session has forgotten (or never waited on) must
+// not be installed as a lock: a session of ours that wanted the lock then
+// would take a key that may have moved on. The machine passes such a grant
+// on (a release that compares the owner token), so a key that names us is
+// freed, and one that does not is left alone.
+func TestDefect13LateGrantToForgottenName(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	member := clientMemberPrefix(t, ctx, c) + "1" // the default session
+	for _, tc := range []struct {
+		name  string
+		value func(fence string) string // the key's value when the message comes
+		want  func(fence string) string
+	}{
+		{"key names us", func(f string) string { return member + ":" + f }, func(f string) string { return "~" + f }},
+		{"key moved on", func(string) string { return "someone-1:999999999999999999" }, func(string) string { return "someone-1:999999999999999999" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := uniqueName(t)
+			key := newKeys(DefaultKeyPrefix, name).lock
+			const fence = "1700000000000000"
+			srv.Do(t, "SET", key, tc.value(fence), "PX", "10000")
+			srv.Do(t, "PUBLISH", DefaultKeyPrefix+":c:"+member[:32], fence+" "+member+" "+name)
+			want := tc.want(fence)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				v, _ := srv.Do(t, "GET", key).ToString()
+				if v == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("key %q, want %q", v, want)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if h := c.Session().Held(); len(h) != 0 {
+				t.Fatalf("the session holds %+v after a grant nobody waited for", h)
+			}
+		})
+	}
+}
+
+// TestDefect13ShardSubscribeRefused, defect 13 (suspected, shown): on
+// Redis Cluster a waiter listens on the name's shard channel before it
+// queues. An ACL that refuses that channel (NOPERM) made every contended
+// Lock wait until its ctx ended, since no grant could reach it; it must
+// fail at once with the refusal.
+func TestDefect13ShardSubscribeRefused(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	rules := []string{"ACL", "SETUSER", "nogrants", "reset", "on", ">pw", "~*", "&baton:c:*", "+@all"}
+	for _, n := range cl.Nodes {
+		if err := n.Do(t, rules...).Error(); err != nil {
+			t.Fatalf("%v: %v", rules, err)
+		}
+	}
+	h := newClientOn(t, Options{Redis: cl.Option()})
+	o := cl.Option()
+	o.Username, o.Password = "nogrants", "pw"
+	u := newClientOn(t, Options{Redis: o})
+	ctx := ctxTimeout(t, 30*time.Second)
+	name := uniqueName(t)
+	l, err := h.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = u.Lock(wait, name)
+	switch d := time.Since(start); {
+	case err == nil:
+		t.Fatal("Lock succeeded while the lock was held")
+	case errors.Is(err, context.DeadlineExceeded):
+		t.Fatalf("Lock waited %v for its ctx: %v", d.Round(time.Millisecond), err)
+	case !strings.Contains(err.Error(), "NOPERM"):
+		t.Fatalf("Lock: %v, want the NOPERM refusal", err)
+	default:
+		t.Logf("Lock failed after %v: %v", d.Round(time.Millisecond), err)
+	}
+}
