@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonlock/baton/internal/script"
 	"github.com/redis/rueidis"
 )
 
@@ -32,12 +33,12 @@ type attempt struct {
 // woken by its grant).
 func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attempt, error) {
 	args := []string{s.member, s.leaseMs, boolArg(req.queue), s.c.viaName(n.name), n.name}
-	p := pipe{optIn: req.track && s.c.tracking && s.c.replicas == 0, replicas: s.c.replicas, timeout: s.c.replicaTimeout}
+	p := script.Pipe{OptIn: req.track && s.c.tracking && s.c.replicas == 0, Replicas: s.c.replicas, Timeout: s.c.replicaTimeout}
 	rc := s.c.cc
-	if p.optIn {
+	if p.OptIn {
 		rc = s.c.rc // the connection that receives the invalidations
 	}
-	res, acked := run(ctx, rc, p, acquireScript, n.keys.list(), args)
+	res, acked := script.Run(ctx, rc, p, script.Acquire, n.keys.list(), args)
 	for try := 1; retryable(ctx, res.Error()) && (rc == s.c.cc || !staleConn(res.Error())); try++ {
 		// rueidis reads an idle connection of c.cc only when a call waits
 		// on it, so each connection that died meanwhile (a restart, a
@@ -52,9 +53,9 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 			}
 			pause(ctx, min(time.Duration(try)*time.Millisecond, 20*time.Millisecond))
 		}
-		res, acked = run(ctx, rc, p, acquireScript, n.keys.list(), args)
+		res, acked = script.Run(ctx, rc, p, script.Acquire, n.keys.list(), args)
 	}
-	vals, single, err := scriptInts(res)
+	vals, single, err := script.Ints(res)
 	if single {
 		vals = []int64{1, vals[0]} // the fast path's reply: acquired, with this fence
 	}
@@ -64,13 +65,13 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 			return attempt{}, fmt.Errorf("%w: key %s holds %s", ErrForeignValue, n.keys.lock, strings.TrimPrefix(re.Error(), "BATONFOREIGN "))
 		}
 		return attempt{}, err
-	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3) && p.replicas > 0 && acked < int64(p.replicas):
+	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3) && p.Replicas > 0 && acked < int64(p.Replicas):
 		// Undo: a failover could lose this write and let another client in.
 		owner := s.member + ":" + strconv.FormatInt(vals[1], 10)
-		ures, _ := run(context.WithoutCancel(ctx), s.c.rc, pipe{}, releaseScript, n.keys.list(),
+		ures, _ := script.Run(context.WithoutCancel(ctx), s.c.rc, script.Pipe{}, script.Release, n.keys.list(),
 			[]string{owner, s.member, s.leaseMs, "0", s.c.viaName(n.name), n.name, s.lingerMs})
 		return attempt{}, errors.Join(fmt.Errorf("%w: %d of %d replicas acknowledged %q within %v",
-			ErrNotReplicated, max(acked, 0), p.replicas, truncate(n.name), p.timeout), ures.Error())
+			ErrNotReplicated, max(acked, 0), p.Replicas, truncate(n.name), p.Timeout), ures.Error())
 	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3):
 		return attempt{acquired: true, kept: vals[0] == 3, fence: uint64(vals[1])}, nil
 	case len(vals) < 4:
@@ -95,11 +96,11 @@ func retryable(ctx context.Context, err error) bool {
 }
 
 // scriptCall is the script call of a release or dequeue request.
-func (s *Session) scriptCall(n *name, req *request) call {
+func (s *Session) scriptCall(n *name, req *request) script.Call {
 	if req.kind == dequeueCall {
-		return call{dequeueScript, n.keys.list(), []string{s.member, s.c.viaName(n.name), n.name}}
+		return script.Call{Script: script.Dequeue, Keys: n.keys.list(), Args: []string{s.member, s.c.viaName(n.name), n.name}}
 	}
-	return call{releaseScript, n.keys.list(), []string{req.owner, s.member, s.leaseMs, req.mode, s.c.viaName(n.name), n.name, s.lingerMs}}
+	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, s.member, s.leaseMs, req.mode, s.c.viaName(n.name), n.name, s.lingerMs}}
 }
 
 // callRelease runs the release script, trying again after passing failures
@@ -117,7 +118,7 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 	var lost error // a try whose reply was lost
 	for try := 1; ; try++ {
 		sent = time.Now()
-		res, _ := run(ctx, rc, pipe{}, c.s, c.keys, c.args)
+		res, _ := script.Run(ctx, rc, script.Pipe{}, c.Script, c.Keys, c.Args)
 		o, err = releaseResult(res, req.owner, lost)
 		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
 			return o, sent, err

@@ -799,7 +799,7 @@ func TestBug_UnlockDuringSlotMigration(t *testing.T) {
 // fail with the redirect itself, but then TryLock reports ErrNotReplicated,
 // as for a name whose slot was always on that node (and never panics).
 // At 2878a8e the TryLock succeeded (WAIT counted on the old owner); at
-// e707233 it panics: send (scripts.go) retries dc.DoMulti after MOVED with
+// e707233 it panics: send (internal/script) retries dc.DoMulti after MOVED with
 // commands rueidis already recycled.
 func TestBug_MinReplicasWaitOnOldNode(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 1)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/internal/script"
 	"github.com/redis/rueidis"
 )
 
@@ -24,7 +25,7 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 		// A session of ours that has closed: pass the lock on.
 		c.spawn(func(ctx context.Context) {
 			k := newKeys(c.prefix, lname)
-			run(ctx, c.rc, pipe{}, releaseScript, k.list(), []string{member + ":" + fs, member,
+			script.Run(ctx, c.rc, script.Pipe{}, script.Release, k.list(), []string{member + ":" + fs, member,
 				strconv.FormatInt(c.def.lease.Milliseconds(), 10), "0", c.viaName(lname), lname, "0"})
 		})
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/batonlock/baton/internal/script"
 	"github.com/redis/rueidis"
 	"golang.org/x/sync/errgroup"
 )
@@ -134,7 +135,7 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 	// A renewal still unanswered at the earliest deadline is of no use.
 	ctx, cancel := context.WithDeadline(c.bg, minTime(deadline, now.Add(tick)))
 	b := &renewBatch{groups: c.group(batch), due: due, sent: time.Now()}
-	calls := make([]call, len(b.groups))
+	calls := make([]script.Call, len(b.groups))
 	for i, g := range b.groups {
 		calls[i] = renewCall(g, c.trackHeld())
 	}
@@ -216,16 +217,16 @@ func (c *Client) renewApply(b *renewBatch) {
 // with WAIT on the same connection; on a cluster, where one WAIT covers one
 // node, each call goes in its own pipeline, many at once. unconfirmed[i]
 // reports a call that its replicas did not acknowledge.
-func (c *Client) renewSend(ctx context.Context, calls []call) ([]rueidis.RedisResult, []bool) {
+func (c *Client) renewSend(ctx context.Context, calls []script.Call) ([]rueidis.RedisResult, []bool) {
 	unconfirmed := make([]bool, len(calls))
-	p := pipe{optIn: c.trackHeld(), replicas: c.replicas, timeout: c.replicaTimeout}
+	p := script.Pipe{OptIn: c.trackHeld(), Replicas: c.replicas, Timeout: c.replicaTimeout}
 	cluster := c.rc.Mode() == rueidis.ClientModeCluster
-	if c.replicas == 0 && (!cluster || !p.optIn) {
-		res, _ := runMulti(ctx, c.rc, p, calls...)
+	if c.replicas == 0 && (!cluster || !p.OptIn) {
+		res, _ := script.RunMulti(ctx, c.rc, p, calls...)
 		return res, unconfirmed
 	}
 	if !cluster {
-		res, acked := runMulti(ctx, c.rc, p, calls...)
+		res, acked := script.RunMulti(ctx, c.rc, p, calls...)
 		for i := range unconfirmed {
 			unconfirmed[i] = acked < int64(c.replicas)
 		}
@@ -240,7 +241,7 @@ func (c *Client) renewSend(ctx context.Context, calls []call) ([]rueidis.RedisRe
 	for i := range calls {
 		g.Go(func() error {
 			var acked int64
-			res[i], acked = run(ctx, c.rc, p, calls[i].s, calls[i].keys, calls[i].args)
+			res[i], acked = script.Run(ctx, c.rc, p, calls[i].Script, calls[i].Keys, calls[i].Args)
 			unconfirmed[i] = c.replicas > 0 && acked < int64(c.replicas)
 			return nil
 		})
@@ -284,7 +285,7 @@ func (c *Client) group(batch []renewal) [][]renewal {
 // read again after their lease is extended: Redis stops tracking a key
 // when our own write changes it (NOLOOP only spares us the message), and
 // the read tracks it until the next renewal.
-func renewCall(g []renewal, track bool) call {
+func renewCall(g []renewal, track bool) script.Call {
 	kind := "h"
 	if track {
 		kind = "H"
@@ -301,7 +302,7 @@ func renewCall(g []renewal, track bool) call {
 			args = append(args, "w", r.s.member, lease)
 		}
 	}
-	return call{renewScript, keys, args}
+	return script.Call{Script: script.Renew, Keys: keys, Args: args}
 }
 
 func minTime(a, b time.Time) time.Time {

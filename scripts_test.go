@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/redistest"
+	"github.com/batonlock/baton/internal/script"
 	"github.com/redis/rueidis"
 )
 
@@ -39,8 +40,8 @@ var clientCommands = []string{"+evalsha", "+eval", "+script|load", "+subscribe",
 func TestMinimalACLMatchesScripts(t *testing.T) {
 	used := map[string]bool{}
 	re := regexp.MustCompile(`redis\.call\('([A-Za-z]+)'`)
-	for _, s := range []*script{acquireScript, releaseScript, dequeueScript, renewScript} {
-		for _, m := range re.FindAllStringSubmatch(s.src, -1) {
+	for _, s := range []*script.Script{script.Acquire, script.Release, script.Dequeue, script.Renew} {
+		for _, m := range re.FindAllStringSubmatch(s.Src, -1) {
 			used["+"+strings.ToLower(m[1])] = true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonlock/baton/internal/script"
 	"time"
 )
 
@@ -183,7 +184,7 @@ func (s *Session) run(ctx context.Context, n *name, req *request) error {
 			})
 		case dequeueCall:
 			c := s.scriptCall(n, req)
-			res, _ := run(ctx, s.c.rc, pipe{}, c.s, c.keys, c.args)
+			res, _ := script.Run(ctx, s.c.rc, script.Pipe{}, c.Script, c.Keys, c.Args)
 			fence, derr := res.AsInt64()
 			s.step(n, func(now time.Time) effects {
 				return n.dequeueReply(req.seq, now, uint64(max(fence, 0)), derr)
@@ -210,12 +211,12 @@ func (s *Session) runAll(ctx context.Context, jobs []job) error {
 	if len(jobs) == 0 {
 		return nil
 	}
-	calls := make([]call, len(jobs))
+	calls := make([]script.Call, len(jobs))
 	for i, j := range jobs {
 		calls[i] = s.scriptCall(j.n, j.req)
 	}
 	sent := time.Now()
-	res, _ := runMulti(ctx, s.c.rc, pipe{}, calls...)
+	res, _ := script.RunMulti(ctx, s.c.rc, script.Pipe{}, calls...)
 	var errs []error
 	for i, j := range jobs {
 		s.step(j.n, func(now time.Time) effects {
