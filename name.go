@@ -103,53 +103,6 @@ type grant struct {
 	read  time.Time
 }
 
-// callKind is the kind of a script call.
-type callKind uint8
-
-const (
-	acquireCall callKind = iota + 1
-	releaseCall
-	dequeueCall
-)
-
-// request is a script call a transition asks the shell to make. Its reply
-// goes back to the machine with the same seq.
-type request struct {
-	kind  callKind
-	seq   uint64
-	try   bool   // acquire: TryLock's attempt, whose lock goes to its caller
-	left  bool   // acquire: TryLock's caller has gone: release what the call takes
-	queue bool   // acquire: join the Redis queue when busy
-	track bool   // acquire: have Redis track the key for us
-	from  state  // acquire: the state it was sent from
-	owner string // release: the owner token
-	mode  string // release: "0" release, "1" keep or requeue for our waiters, "2" linger
-	rc    bool   // release: contended, so on the tracking client, whose writes (NOLOOP) do not wake our waiters
-	until time.Time
-}
-
-// effects are what a transition leaves for its caller to do after
-// unlocking.
-type effects struct {
-	call   *request  // a script to send now
-	wake   []*waiter // waiters to wake
-	renew  bool      // a hold's lease counts from a grant: renew soon
-	sub    bool      // Redis Cluster: subscribe to the name's grant channel
-	forget bool      // the name is idle: drop it and its subscription
-	check  bool      // the hold has a checkAt: the renewal loop must look at it
-	queued bool      // a waiter went to sleep in the Redis queue (test hook)
-}
-
-func (e *effects) empty() bool {
-	return e.call == nil && len(e.wake) == 0 && !e.renew && !e.sub && !e.forget && !e.check
-}
-
-func (e *effects) wakeHead(n *name) {
-	if len(n.waiters) > 0 {
-		e.wake = append(e.wake, n.waiters[0])
-	}
-}
-
 // start records req as the call in flight and returns it numbered.
 func (n *name) start(st state, req request) *request {
 	n.seq++
@@ -540,22 +493,6 @@ func (n *name) settle(now time.Time) (e effects) {
 
 func (n *name) owner(fence uint64) string {
 	return n.r.member + ":" + strconv.FormatUint(fence, 10)
-}
-
-// merge adds b's effects to e's. At most one of them carries a call.
-func (e effects) merge(b effects) effects {
-	if b.call != nil {
-		if e.call != nil {
-			panic("baton: two calls in flight for one name")
-		}
-		e.call = b.call
-	}
-	e.wake = append(e.wake, b.wake...)
-	e.renew = e.renew || b.renew
-	e.sub = e.sub || b.sub
-	e.forget = e.forget || b.forget
-	e.queued = e.queued || b.queued
-	return e
 }
 
 // staleGrace is how long a waiter lets a grant message arrive after its key

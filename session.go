@@ -318,36 +318,48 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 			lastErr = err
 			continue
 		}
-		// Sleep: until woken, the recheck time, ctx's end or Close.
-		var tc <-chan time.Time
-		if !at.IsZero() {
-			if timer == nil {
-				timer = time.NewTimer(time.Until(at))
-			} else {
-				timer.Reset(time.Until(at))
-			}
-			tc = timer.C
-		}
-		select {
-		case <-w.wake:
-		case <-tc:
-		case <-ctx.Done():
+		switch ctxEnded, closed := s.sleep(ctx, w, &timer, at); {
+		case closed:
+			return s.leave(n, w, lastErr == nil, ErrClosed)
+		case ctxEnded:
 			s.c.stats.timeouts.Add(1)
 			err := fmt.Errorf("baton: lock %q: %w", truncate(n.name), ctx.Err())
 			if lastErr != nil {
 				err = fmt.Errorf("%w (last redis error: %w)", err, lastErr)
 			}
 			return s.leave(n, w, lastErr == nil, err)
-		case <-s.done:
-			return s.leave(n, w, lastErr == nil, ErrClosed)
-		}
-		if timer != nil && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
 		}
 	}
+}
+
+// sleep blocks until w is woken, the time at comes (zero: no timer), ctx
+// ends or the session closes, and says which of the last two happened.
+// *timer is reused from one sleep to the next.
+func (s *Session) sleep(ctx context.Context, w *waiter, timer **time.Timer, at time.Time) (ctxEnded, closed bool) {
+	var tc <-chan time.Time
+	if !at.IsZero() {
+		if *timer == nil {
+			*timer = time.NewTimer(time.Until(at))
+		} else {
+			(*timer).Reset(time.Until(at))
+		}
+		tc = (*timer).C
+	}
+	select {
+	case <-w.wake:
+	case <-tc:
+	case <-ctx.Done():
+		return true, false
+	case <-s.done:
+		return false, true
+	}
+	if t := *timer; t != nil && !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	return false, false
 }
 
 // attempt makes the head waiter's acquire call req and applies its reply;
