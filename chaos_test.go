@@ -90,16 +90,6 @@ func runChecker(t *testing.T, servers []*redistest.Server, cfg checker.Config, f
 	return rep
 }
 
-func newProxy(t *testing.T, srv *redistest.Server) *faultproxy.Proxy {
-	t.Helper()
-	p, err := faultproxy.New(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
 // every runs f every d until ctx ends.
 func every(ctx context.Context, d time.Duration, f func()) {
 	tk := time.NewTicker(d)
@@ -221,7 +211,7 @@ func TestChaosRestart(t *testing.T) {
 // client acquires the lock.
 func TestChaosPartitionedHolder(t *testing.T) {
 	srv := redistest.Start(t)
-	p := newProxy(t, srv)
+	p := faultproxy.Start(t, srv.Addr())
 	cfg := chaosConfig(t, srv, map[int]string{0: p.Addr()})
 	var checked atomic.Bool
 	rep := runChaos(t, srv, cfg, func(ctx context.Context) {
@@ -288,7 +278,7 @@ func TestChaosPartitionedHolder(t *testing.T) {
 // 20 ms jitter for the whole run: slower, but nothing lost, no errors.
 func TestChaosLatency(t *testing.T) {
 	srv := redistest.Start(t)
-	p := newProxy(t, srv)
+	p := faultproxy.Start(t, srv.Addr())
 	p.SetLatency(20*time.Millisecond, 20*time.Millisecond)
 	cfg := chaosConfig(t, srv, map[int]string{0: p.Addr()})
 	cfg.StrictErrors = true
@@ -328,7 +318,7 @@ func TestChaosScriptFlush(t *testing.T) {
 // holder's key alone.
 func TestChaosStaleWriter(t *testing.T) {
 	srv := redistest.Start(t)
-	p := newProxy(t, srv)
+	p := faultproxy.Start(t, srv.Addr())
 	cfg := chaosConfig(t, srv, map[int]string{0: p.Addr()})
 	var checked atomic.Bool
 	runChaos(t, srv, cfg, func(ctx context.Context) {

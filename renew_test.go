@@ -76,8 +76,9 @@ func TestIdleHoldCost(t *testing.T) {
 // TestHolderToldOfKeyChange: a holder whose key is deleted, overwritten or
 // flushed from outside is told at once (Done closes, Err matches
 // ErrLockLost), from a tracking invalidation, not at its next renewal
-// (default lease: 3.33 s later). Measured from the change, once the
-// first renewal has had Redis track the key.
+// (default lease: 3.33 s later, as round 1 did: a version of this test
+// without waitTracked failed on its code). Measured from the change, once
+// the first renewal has had Redis track the key.
 func TestHolderToldOfKeyChange(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv, Options{})

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -54,6 +55,18 @@ func New(target string) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.acceptLoop()
 	return p, nil
+}
+
+// Start is New for tests: it fails t on error and closes the proxy at
+// t's cleanup.
+func Start(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p, err := New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // Addr returns the address clients should connect to.
