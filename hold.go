@@ -60,7 +60,7 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 		mode = "1"
 	case h.waited && linger:
 		// Contended: this session will likely want the lock again soon.
-		// Queue it now at no extra cost; the entry lapses at n.linger
+		// Queue it now at no extra cost; the entry lapses at n.linger.to
 		// unless a waiter comes.
 		mode = "2"
 	}
@@ -86,7 +86,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		panic("baton: release reply for a call not in flight")
 	}
 	req, h := n.call, n.hold
-	n.hold = nil
+	n.call, n.hold = nil, nil
 	n.st, n.recheck = idle, time.Time{} // idle: nothing will wake the head, so it asks at once
 	n.unsure = callErr != nil
 	switch {
@@ -98,7 +98,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		if req.mode != "0" {
 			n.st, n.recheck = queued, time.Time{}
 		}
-		n.dirty(now, h.fence)
+		n.markDirty(now, h.fence)
 		err = fmt.Errorf("baton: unlock %q: %w", truncate(n.name), callErr)
 	case o.code == -1 && o.lostReply != nil:
 		// Released by the try whose reply was lost (granted on), or taken
@@ -118,7 +118,8 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		// the timer is the safety net.
 		n.st, n.recheck, n.entryAt = queued, now.Add(n.r.lease), sent
 	case o.code == 1 && o.lingering:
-		n.st, n.linger, n.lapse, n.entryAt = lingering, sent.Add(n.r.lease/2-n.r.margin), now.Add(n.r.lease/2+n.r.margin), sent
+		n.st, n.entryAt = lingering, sent
+		n.linger = &span{sent.Add(n.r.lease/2 - n.r.margin), now.Add(n.r.lease/2 + n.r.margin)}
 	case o.code == 2 && !now.Before(sent.Add(n.r.lease-n.r.margin)):
 		// Kept for our waiter, but answered after that lease could have
 		// run out: release it (if it is still ours); the head asks again.
@@ -154,7 +155,7 @@ func (n *name) renewed(owner string, ok bool, sent, now time.Time) effects {
 // trackDelay is how long a new hold goes before a renewal has Redis track
 // its key: most short holds end first and cost nothing; a change of the
 // key in that time is noticed at its end.
-const trackDelay = 10 * time.Millisecond
+const trackDelay = 50 * time.Millisecond
 
 // tick applies the passing of time at now: a hold past its deadline is
 // lost, a lingering entry nobody came for has lapsed in Redis.
@@ -162,21 +163,21 @@ func (n *name) tick(now time.Time) effects {
 	switch {
 	case n.st == held && !now.Before(n.hold.deadline):
 		return n.lose(now)
-	case n.st == lingering && !now.Before(n.lapse):
-		n.st = idle // Redis has dropped the entry: Close need not
+	case n.st == lingering && !now.Before(n.linger.to):
+		n.st, n.linger = idle, nil // Redis has dropped the entry: Close need not
 		return n.settle(now)
-	case n.st == idle && len(n.waiters) == 0 && !n.keep.IsZero() && !now.Before(n.keep):
+	case n.st == idle && len(n.waiters) == 0 && n.dirty != nil && !now.Before(n.dirty.until):
 		return n.settle(now) // forgotten now
 	}
 	return effects{}
 }
 
-// dirty remembers, until the key surely no longer names it, that a hold
+// markDirty remembers, until the key surely no longer names it, that a hold
 // ended without Redis confirming its release: an attempt that finds the
 // key still ours then releases it instead of reusing a token a Lock had.
 // A script may run that long after its caller gave up on it.
-func (n *name) dirty(now time.Time, fence uint64) {
-	n.keep, n.dirtyFence = now.Add(n.r.lease+lateRun), fence
+func (n *name) markDirty(now time.Time, fence uint64) {
+	n.dirty = &dirty{fence, now.Add(n.r.lease + lateRun)}
 }
 
 // lateRun bounds how long after it was sent a script may still run: rueidis
@@ -190,7 +191,7 @@ func (n *name) lose(now time.Time) (e effects) {
 		n.end(l, fmt.Errorf("%w: %q", ErrLockLost, truncate(n.name)), &e)
 		n.r.stats.lost.Add(1)
 	}
-	n.dirty(now, n.hold.fence)
+	n.markDirty(now, n.hold.fence)
 	n.st, n.hold, n.recheck = idle, nil, time.Time{}
 	return e.merge(n.settle(now))
 }
@@ -208,7 +209,7 @@ func (n *name) handHead(h *hold, pass int, now time.Time, e *effects) {
 // Redis fence times 1024 plus pass, so tokens rise across local hand-offs
 // and every later Redis fence is above them all.
 func (n *name) newLock(h *hold, pass int, now time.Time) *Lock {
-	l := &Lock{n: n, h: h, token: h.fence<<tokenShift | uint64(pass), acquired: now, done: make(chan struct{})}
+	l := &Lock{n: n, h: h, token: h.fence<<tokenShift | uint64(pass), acquired: now}
 	h.lock = l
 	n.r.stats.acquired.Add(1)
 	return l
@@ -225,7 +226,9 @@ func (n *name) end(l *Lock, err error, _ *effects) {
 	if l.h.lock == l {
 		l.h.lock = nil
 	}
-	close(l.done)
+	if l.done != nil {
+		close(l.done)
+	}
 	if l.cancel != nil {
 		l.cancel(err)
 	}

@@ -16,7 +16,7 @@ type Lock struct {
 	acquired time.Time
 	ctx      context.Context         // guarded by the session mutex; made by Context
 	cancel   context.CancelCauseFunc // guarded by the session mutex
-	done     chan struct{}           // closed when released or lost (name.end)
+	done     chan struct{}           // guarded by the session mutex; made by Done, closed by name.end
 
 	err error // guarded by the session mutex: nil while held, then why it ended
 }
@@ -39,7 +39,26 @@ func (l *Lock) Name() string { return l.n.name }
 func (l *Lock) Token() uint64 { return l.token }
 
 // Done returns a channel that is closed once the lock is released or lost.
-func (l *Lock) Done() <-chan struct{} { return l.done }
+func (l *Lock) Done() <-chan struct{} {
+	s := l.n.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.done == nil {
+		// Made on first use: most locks never need one.
+		if l.err != nil {
+			return closedChan
+		}
+		l.done = make(chan struct{})
+	}
+	return l.done
+}
+
+// closedChan is the Done channel of a lock that ended before anyone asked.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Context returns a context cancelled once the lock is released or lost; its
 // cause is the error Err reports.

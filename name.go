@@ -28,7 +28,7 @@ const (
 	queued                 // Redis may hold our queue entry: the head waiter waits for a grant or for n.recheck
 	held                   // we hold the key (n.hold); the session's goroutines pass it along
 	releasing              // a release script is in flight, for n.hold or for a grant nobody here wants
-	lingering              // queued without waiters after a contended release, until n.linger
+	lingering              // queued without waiters after a contended release, until n.linger.to
 	leaving                // a dequeue script is in flight
 )
 
@@ -55,30 +55,28 @@ type rules struct {
 // name is a session's state for one lock name. It is guarded by the
 // session's mutex and lives while it is not idle or has waiters.
 type name struct {
-	name       string
-	keys       keys
-	r          *rules
-	s          *Session // for the shell; nil in tests of the machine alone
-	unsub      func()   // for the shell: cancels the grant subscription
-	st         state
-	seq        uint64    // number of the call in flight; replies carry it
-	call       request   // the call in flight
-	waiters    []*waiter // FIFO; only waiters[0] acts
-	hold       *hold     // held: our hold; releasing: the hold being released (nil for a stray grant)
-	grant      grant     // a grant read while a call was in flight, applied after its reply
-	seen       uint64    // highest fence seen for the name: grants at or below it are stale
-	expect     uint64    // confirm: the grant the head's next acquire confirms
-	recheck    time.Time // idle or queued with waiters: when the head asks Redis again (zero: at once)
-	entryAt    time.Time // when the last call that found our queue entry in Redis was sent: a grant to us ran after it
-	stale      bool      // the key changed, or a connection dropped, while a call was in flight
-	unsure     bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
-	linger     time.Time // lingering: our entry lives in Redis at least until then
-	lapse      time.Time // lingering: and at most until then
-	keep       time.Time // idle: remember seen until then, as the key may still name a fence a Lock of ours had
-	dirtyFence uint64    // that fence: Close releases it if the key still names it
-	pos        int64     // our place in the Redis queue at the last attempt (0: next)
-	sub        subState  // Redis Cluster: our subscription to the name's grant channel
-	subErr     error     // Redis Cluster: why Redis refused that subscription; waiters fail with it
+	name    string
+	keys    keys
+	r       *rules
+	s       *Session // for the shell; nil in tests of the machine alone
+	unsub   func()   // for the shell: cancels the grant subscription
+	st      state
+	seq     uint64    // number of the call in flight; replies carry it
+	call    *request  // the call in flight
+	waiters []*waiter // FIFO; only waiters[0] acts
+	hold    *hold     // held: our hold; releasing: the hold being released (nil for a stray grant)
+	grant   grant     // a grant read while a call was in flight, applied after its reply
+	seen    uint64    // highest fence seen for the name: grants at or below it are stale
+	expect  uint64    // confirm: the grant the head's next acquire confirms
+	recheck time.Time // idle or queued with waiters: when the head asks Redis again (zero: at once)
+	entryAt time.Time // when the last call that found our queue entry in Redis was sent: a grant to us ran after it
+	stale   bool      // the key changed, or a connection dropped, while a call was in flight
+	unsure  bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
+	linger  *span     // lingering: when our entry may lapse in Redis (from) and when it surely has (to)
+	dirty   *dirty    // a hold ended without Redis confirming its release: the key may still name its fence
+	pos     int64     // our place in the Redis queue at the last attempt (0: next)
+	sub     subState  // Redis Cluster: our subscription to the name's grant channel
+	subErr  error     // Redis Cluster: why Redis refused that subscription; waiters fail with it
 }
 
 // subState is the state of a name's grant subscription on Redis Cluster.
@@ -107,8 +105,18 @@ type grant struct {
 func (n *name) start(st state, req request) *request {
 	n.seq++
 	req.seq = n.seq
-	n.st, n.call = st, req
+	n.st, n.call = st, &req
 	return &req
+}
+
+// span is a stretch of time.
+type span struct{ from, to time.Time }
+
+// dirty is a fence whose release Redis did not confirm: until the time
+// until, the key may still name it.
+type dirty struct {
+	fence uint64
+	until time.Time
 }
 
 // join adds a waiter of Lock.
@@ -123,7 +131,7 @@ func (n *name) join(w *waiter, now time.Time) (e effects) {
 		// Queued by our own release: wait for the grant (the renewal tick
 		// keeps the entry now that we wait), asking Redis at the latest
 		// when the entry may have lapsed.
-		n.st, n.recheck = queued, n.linger
+		n.st, n.recheck, n.linger = queued, n.linger.from, nil
 	case held:
 		if n.r.sharded && n.sub == subNone {
 			// Contended inside the session: listen for grants before the
@@ -188,6 +196,7 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 		panic("baton: acquire reply for a call not in flight")
 	}
 	req := n.call
+	n.call = nil
 	n.unsure = err != nil && transient(err)
 	switch {
 	case err != nil && !transient(err):
@@ -448,10 +457,10 @@ func (n *name) close(now time.Time) (e effects) {
 	if n.st.inCall() {
 		return e
 	}
-	if n.st == idle && n.dirtyFence != 0 && now.Before(n.keep) {
+	if d := n.dirty; n.st == idle && d != nil && d.fence != 0 && now.Before(d.until) {
 		// A release whose outcome is unknown: the key may still be ours.
-		f := n.dirtyFence
-		n.dirtyFence = 0
+		f := d.fence
+		d.fence = 0
 		return e.merge(n.releaseStray(f))
 	}
 	return e.merge(n.settle(now))
@@ -484,8 +493,9 @@ func (n *name) settle(now time.Time) (e effects) {
 	case len(n.waiters) > 0 && !n.r.closed:
 		e.wakeHead(n)
 	case n.st == queued || n.st == lingering && n.r.closed:
+		n.linger = nil
 		e.call = n.start(leaving, request{kind: dequeueCall})
-	case n.st == idle && !now.Before(n.keep):
+	case n.st == idle && (n.dirty == nil || !now.Before(n.dirty.until)):
 		e.forget = true
 	}
 	return e

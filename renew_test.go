@@ -115,7 +115,7 @@ func TestHolderToldOfKeyChange(t *testing.T) {
 }
 
 // waitTracked waits until s has renewed its hold of name since it took it:
-// that renewal (about trackDelay in) has Redis track the key.
+// that renewal (trackDelay in) has Redis track the key.
 func waitTracked(t *testing.T, s *Session, name string) {
 	t.Helper()
 	waitSession(t, s, func() bool {

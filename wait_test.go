@@ -140,7 +140,7 @@ func TestWaitSendsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTracked(t, a.Session(), name) // the holder's first renewal comes 10 ms in
+	waitTracked(t, a.Session(), name) // the holder's first renewal comes trackDelay in
 	got := queuedWaiter(t, b, ctx, name)
 	before := commandCounts(t, srv)
 	time.Sleep(time.Second) // the measurement window, not an ordering
