@@ -137,7 +137,7 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 	b := &renewBatch{groups: c.group(batch), due: due, sent: time.Now()}
 	calls := make([]script.Call, len(b.groups))
 	for i, g := range b.groups {
-		calls[i] = renewCall(g, c.trackHeld())
+		calls[i] = renewCall(g, c.trackHeld)
 	}
 	go func() {
 		defer cancel()
@@ -219,7 +219,7 @@ func (c *Client) renewApply(b *renewBatch) {
 // reports a call that its replicas did not acknowledge.
 func (c *Client) renewSend(ctx context.Context, calls []script.Call) ([]rueidis.RedisResult, []bool) {
 	unconfirmed := make([]bool, len(calls))
-	p := script.Pipe{OptIn: c.trackHeld(), Replicas: c.replicas, Timeout: c.replicaTimeout}
+	p := script.Pipe{OptIn: c.trackHeld, Replicas: c.replicas, Timeout: c.replicaTimeout}
 	cluster := c.rc.Mode() == rueidis.ClientModeCluster
 	if c.replicas == 0 && (!cluster || !p.OptIn) {
 		res, _ := script.RunMulti(ctx, c.rc, p, calls...)
@@ -249,12 +249,6 @@ func (c *Client) renewSend(ctx context.Context, calls []script.Call) ([]rueidis.
 	g.Wait()
 	return res, unconfirmed
 }
-
-// trackHeld reports whether renewals ask Redis to track held keys, so that
-// a holder hears at once when its key is deleted, overwritten or flushed.
-// Not with MinReplicas: its WAIT needs a connection of its own on a
-// cluster, where invalidations would not reach us.
-func (c *Client) trackHeld() bool { return c.tracking && c.replicas == 0 }
 
 // group splits a batch into script calls: per hash slot on Redis Cluster,
 // else in chunks of maxBatch.

@@ -12,19 +12,19 @@ import (
 
 // TestIdleHoldCost: 2,000 idle held locks cost no goroutine per lock, never
 // wake anyone, and per lock per renewal tick about 2 Redis commands (GET,
-// PEXPIRE) without tracking, 3 with it (a PTTL after the PEXPIRE keeps the
-// key tracked, so that a holder hears of a change at once).
+// PEXPIRE) with DisableHeldTracking, 3 without (a PTTL after the PEXPIRE
+// keeps the key tracked, so that a holder hears of a change at once).
 func TestIdleHoldCost(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		noCache bool
-		want    float64
+		name      string
+		untracked bool
+		want      float64
 	}{{"tracked", false, 3}, {"untracked", true, 2}} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			const n = 2000
 			const lease = 1500 * time.Millisecond // a tick every 500 ms
-			c := newClient(t, srv, Options{LeaseTTL: lease, Redis: redisOpt(func(o *rueidisOption) { o.DisableCache = tc.noCache })})
+			c := newClient(t, srv, Options{LeaseTTL: lease, DisableHeldTracking: tc.untracked})
 			ctx := ctxTimeout(t, 30*time.Second)
 			g0 := runtime.NumGoroutine()
 			var locks []*Lock
