@@ -172,6 +172,16 @@ func (n *name) tick(now time.Time) effects {
 	return effects{}
 }
 
+// span is a stretch of time.
+type span struct{ from, to time.Time }
+
+// dirty is a fence whose release Redis did not confirm: until the time
+// until, the key may still name it.
+type dirty struct {
+	fence uint64
+	until time.Time
+}
+
 // markDirty remembers, until the key surely no longer names it, that a hold
 // ended without Redis confirming its release: an attempt that finds the
 // key still ours then releases it instead of reusing a token a Lock had.

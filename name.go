@@ -109,16 +109,6 @@ func (n *name) start(st state, req request) *request {
 	return &req
 }
 
-// span is a stretch of time.
-type span struct{ from, to time.Time }
-
-// dirty is a fence whose release Redis did not confirm: until the time
-// until, the key may still name it.
-type dirty struct {
-	fence uint64
-	until time.Time
-}
-
 // join adds a waiter of Lock.
 func (n *name) join(w *waiter, now time.Time) (e effects) {
 	n.waiters = append(n.waiters, w)
