@@ -13,6 +13,9 @@ import (
 // never blocks Redis for long.
 const maxBatch = 256
 
+// checkSlack is how early a hold's check may go with others.
+const checkSlack = 20 * time.Millisecond
+
 // renewal is one name in a renewal batch: a held key ("h") to extend or a
 // queue entry ("w") to keep alive.
 type renewal struct {
@@ -148,7 +151,9 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 }
 
 // checksDue adds to batch the holds whose checkAt has come (new holds, and
-// keys that changed), and returns when the next one comes; s.mu is held.
+// keys that changed), or comes within checkSlack, so that the checks of
+// many new holds share round trips; it returns when the next one comes.
+// s.mu is held.
 func (s *Session) checksDue(now time.Time, batch []renewal) ([]renewal, time.Time) {
 	var next time.Time
 	keep := s.track[:0]
@@ -157,7 +162,7 @@ func (s *Session) checksDue(now time.Time, batch []renewal) ([]renewal, time.Tim
 		switch {
 		case n.st != held || h.checkAt.IsZero():
 			// Gone, or renewed with the session.
-		case !now.Before(h.checkAt):
+		case !now.Add(checkSlack).Before(h.checkAt):
 			h.checkAt = time.Time{}
 			batch = append(batch, renewal{s, n, h.owner})
 		default:

@@ -3,7 +3,6 @@ package baton
 import (
 	"context"
 	"errors"
-	"fmt"
 	"github.com/batonlock/baton/internal/script"
 	"time"
 )
@@ -226,41 +225,39 @@ func (e *effects) signal() {
 
 // run makes a release or dequeue call and applies its reply; a call that
 // follows from it goes to the background. It returns what Unlock reports.
-// A release is bounded by its hold's lease (or one lease); a dequeue only
-// by rueidis: Redis answers it or the connection dies. If ctx ends first,
-// run returns its error and the call goes on (see await).
+// A release is bounded by ctx and by its hold's lease (or one lease): one
+// that rueidis sends after ctx ended is harmless, as it compares the owner
+// token, and its unknown outcome leaves the name dirty. A dequeue is never
+// abandoned (see await): a late one could release a newer hold of ours.
 func (s *Session) run(ctx context.Context, n *name, req *request) error {
-	var err error
-	done := s.await(ctx, func(ctx context.Context) {
-		switch req.kind {
-		case releaseCall:
-			first := time.Now()
-			until := req.until
-			if until.IsZero() {
-				until = first.Add(s.lease)
-			}
-			rctx, cancel := context.WithDeadline(ctx, until)
-			o, sent, cerr := s.callRelease(rctx, n, req)
-			cancel()
-			s.step(n, func(now time.Time) (e effects) {
-				e, err = n.releaseReply(req.seq, first, sent, now, o, cerr)
-				return e
-			})
-		case dequeueCall:
+	switch req.kind {
+	case releaseCall:
+		first := time.Now()
+		until := req.until
+		if until.IsZero() {
+			until = first.Add(s.lease)
+		}
+		rctx, cancel := context.WithDeadline(ctx, until)
+		o, sent, cerr := s.callRelease(rctx, n, req)
+		cancel()
+		var err error
+		s.step(n, func(now time.Time) (e effects) {
+			e, err = n.releaseReply(req.seq, first, sent, now, o, cerr)
+			return e
+		})
+		return err
+	case dequeueCall:
+		s.await(ctx, func(ctx context.Context) {
 			c := s.scriptCall(n, req)
 			res, _ := script.Run(ctx, s.c.rc, script.Pipe{}, c.Script, c.Keys, c.Args)
 			fence, derr := res.AsInt64()
 			s.step(n, func(now time.Time) effects {
 				return n.dequeueReply(req.seq, now, uint64(max(fence, 0)), derr)
 			})
-		default:
-			panic("baton: run of an acquire call")
-		}
-	})
-	if !done {
-		return fmt.Errorf("baton: unlock %q: %w; the release goes on, bounded by the lease", truncate(n.name), ctx.Err())
+		})
+		return nil
 	}
-	return err
+	panic("baton: run of an acquire call")
 }
 
 // job is a call to make for a name.
