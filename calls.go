@@ -133,6 +133,22 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 	}
 }
 
+// callDequeue runs the dequeue script, trying again after passing failures
+// until the time until; repeating it is safe (it removes our entry, and
+// releases only a lock that names us). Each try waits for its reply: ctx
+// must not end before it (see Session.await).
+func (s *Session) callDequeue(ctx context.Context, n *name, req *request, until time.Time) (uint64, error) {
+	c := s.scriptCall(n, req)
+	for try := 1; ; try++ {
+		res, _ := script.Run(ctx, s.c.rc, script.Pipe{}, c.Script, c.Keys, c.Args)
+		fence, err := res.AsInt64()
+		if err == nil || !transient(err) && !retryable(ctx, err) || time.Now().After(until) {
+			return uint64(max(fence, 0)), err
+		}
+		pause(ctx, min(time.Duration(try)*20*time.Millisecond, 200*time.Millisecond))
+	}
+}
+
 // releaseResult reads a release reply. After a try whose reply was lost,
 // "not ours" with our own free marker in the key counts as released.
 func releaseResult(res rueidis.RedisResult, owner string, lost error) (releaseOutcome, error) {

@@ -42,6 +42,11 @@
 // deadlines of the session's queue entries, so a crashed waiter drops out of
 // the queue within one lease.
 //
+// Each name a session uses is one state machine (name.go), which decides
+// every step from events (replies, grant messages, invalidations, timers,
+// cancels, Close) with one script call in flight at a time; the rest of
+// the package carries out its decisions.
+//
 // # Guarantees and their limits
 //
 // Mutual exclusion holds on one Redis primary as long as clocks advance at
@@ -50,8 +55,11 @@
 // ErrLockLost) at its local lease deadline — the send time of its last
 // confirmed renewal plus the lease, minus a margin of LeaseTTL/30+10ms —
 // which comes before Redis can expire the key. A lock granted by another
-// session's release counts its lease from when the grant message is read,
-// less a third of the lease for delivery, until its first renewal confirms.
+// session's release counts its lease from when Redis last confirmed the
+// queue entry the grant consumed, so a grant message held up in delivery
+// never yields a lock whose key has expired. With client-side caching
+// (the default), Redis tracks held keys: a holder whose key is deleted,
+// overwritten or flushed from outside is told at once.
 //
 // Fencing tokens rise strictly on every acquisition of a name by any client.
 // Redis issues a fence of max(last+1, server clock in µs), where last is

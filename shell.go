@@ -3,8 +3,10 @@ package baton
 import (
 	"context"
 	"errors"
-	"github.com/batonlock/baton/internal/script"
+	"fmt"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // The shell carries out what the name machine (name.go) decides: it runs a
@@ -247,15 +249,21 @@ func (s *Session) run(ctx context.Context, n *name, req *request) error {
 		})
 		return err
 	case dequeueCall:
-		s.await(ctx, func(ctx context.Context) {
-			c := s.scriptCall(n, req)
-			res, _ := script.Run(ctx, s.c.rc, script.Pipe{}, c.Script, c.Keys, c.Args)
-			fence, derr := res.AsInt64()
+		var err error
+		until := time.Now().Add(s.lease)
+		done := s.await(ctx, func(ctx context.Context) {
+			fence, derr := s.callDequeue(ctx, n, req, until)
 			s.step(n, func(now time.Time) effects {
-				return n.dequeueReply(req.seq, now, uint64(max(fence, 0)), derr)
+				return n.dequeueReply(req.seq, now, fence, derr)
 			})
+			if derr != nil {
+				err = fmt.Errorf("baton: leave the queue of %q: %w; the entry lapses within a lease", truncate(n.name), derr)
+			}
 		})
-		return nil
+		if !done {
+			return nil // goes on in the background
+		}
+		return err
 	}
 	panic("baton: run of an acquire call")
 }
@@ -266,32 +274,22 @@ type job struct {
 	req *request
 }
 
-// runAll makes the release and dequeue calls of jobs in one pipeline and
-// applies their replies; Close uses it.
+// runAll makes the release and dequeue calls of jobs, many at once (rueidis
+// pipelines them), each retried after passing failures until ctx ends, and
+// applies their replies; Close uses it. It reports the calls that failed:
+// what they were for lapses with the lease.
 func (s *Session) runAll(ctx context.Context, jobs []job) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	calls := make([]script.Call, len(jobs))
+	errs := make([]error, len(jobs))
+	var g errgroup.Group
+	g.SetLimit(64)
 	for i, j := range jobs {
-		calls[i] = s.scriptCall(j.n, j.req)
-	}
-	sent := time.Now()
-	res, _ := script.RunMulti(ctx, s.c.rc, script.Pipe{}, calls...)
-	var errs []error
-	for i, j := range jobs {
-		s.step(j.n, func(now time.Time) effects {
-			if j.req.kind == dequeueCall {
-				fence, derr := res[i].AsInt64()
-				return j.n.dequeueReply(j.req.seq, now, uint64(max(fence, 0)), derr)
+		g.Go(func() error {
+			if err := s.run(ctx, j.n, j.req); !errors.Is(err, ErrLockLost) {
+				errs[i] = err // a lock lost before Close has nothing to release
 			}
-			o, cerr := releaseResult(res[i], j.req.owner, nil)
-			e, uerr := j.n.releaseReply(j.req.seq, sent, sent, now, o, cerr)
-			if cerr != nil {
-				errs = append(errs, uerr)
-			}
-			return e
+			return nil
 		})
 	}
+	g.Wait()
 	return errors.Join(errs...)
 }
