@@ -187,11 +187,14 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 	}
 	req := n.call
 	n.call = nil
-	n.unsure = err != nil && transient(err)
+	n.unsure = err != nil && !isRedisErr(err)
 	switch {
+	case err != nil && isRedisErr(err):
+		// Refused (READONLY, LOADING, NOPERM, a value not ours, ...):
+		// nothing changed; the head tries again later if it may pass.
+		n.st, n.recheck = req.from, retry
 	case err != nil && !transient(err):
-		// Refused: the script did not run to its end.
-		n.st = req.from
+		n.st = req.from // ErrNotReplicated: undone
 	case err != nil:
 		// Unknown outcome: the script may have queued us or taken the lock.
 		n.st, n.recheck = queued, retry

@@ -311,7 +311,7 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 				// ctx ended during the call: the machine deals with its
 				// reply when it comes.
 				s.c.stats.timeouts.Add(1)
-				return s.leave(n, w, false, fmt.Errorf("baton: lock %q: %w", truncate(n.name), ctx.Err()))
+				return s.leave(n, w, false, gaveUp(ctx, n, lastErr))
 			case err != nil && !transient(err):
 				return s.leave(n, w, true, fmt.Errorf("baton: lock %q: %w", truncate(n.name), err))
 			}
@@ -323,13 +323,19 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 			return s.leave(n, w, lastErr == nil, ErrClosed)
 		case ctxEnded:
 			s.c.stats.timeouts.Add(1)
-			err := fmt.Errorf("baton: lock %q: %w", truncate(n.name), ctx.Err())
-			if lastErr != nil {
-				err = fmt.Errorf("%w (last redis error: %w)", err, lastErr)
-			}
-			return s.leave(n, w, lastErr == nil, err)
+			return s.leave(n, w, lastErr == nil, gaveUp(ctx, n, lastErr))
 		}
 	}
+}
+
+// gaveUp is Lock's error when ctx ended: ctx's, and the last Redis error
+// of the retries, if any.
+func gaveUp(ctx context.Context, n *name, lastErr error) error {
+	err := fmt.Errorf("baton: lock %q: %w", truncate(n.name), ctx.Err())
+	if lastErr != nil {
+		err = fmt.Errorf("%w (last redis error: %w)", err, lastErr)
+	}
+	return err
 }
 
 // sleep blocks until w is woken, the time at comes (zero: no timer), ctx
