@@ -227,26 +227,38 @@ func (e *effects) signal() {
 
 // run makes a release or dequeue call and applies its reply; a call that
 // follows from it goes to the background. It returns what Unlock reports.
-// A release is bounded by ctx and by its hold's lease (or one lease): one
-// that rueidis sends after ctx ended is harmless, as it compares the owner
-// token, and its unknown outcome leaves the name dirty. A dequeue is never
-// abandoned (see await): a late one could release a newer hold of ours.
+// A release is bounded by ctx and by its hold's lease (or one lease). A
+// plain one that rueidis sends after ctx ended is harmless, as it compares
+// the owner token, and its unknown outcome leaves the name dirty; one that
+// queues us again or keeps the lock for our waiter, and a dequeue, which
+// could release a newer hold of ours, are never abandoned (see await).
 func (s *Session) run(ctx context.Context, n *name, req *request) error {
 	switch req.kind {
 	case releaseCall:
-		first := time.Now()
-		until := req.until
-		if until.IsZero() {
-			until = first.Add(s.lease)
-		}
-		rctx, cancel := context.WithDeadline(ctx, until)
-		o, sent, cerr := s.callRelease(rctx, n, req)
-		cancel()
 		var err error
-		s.step(n, func(now time.Time) (e effects) {
-			e, err = n.releaseReply(req.seq, first, sent, now, o, cerr)
-			return e
-		})
+		release := func(ctx context.Context) {
+			first := time.Now()
+			until := req.until
+			if until.IsZero() {
+				until = first.Add(s.lease)
+			}
+			rctx, cancel := context.WithDeadline(ctx, until)
+			o, sent, cerr := s.callRelease(rctx, n, req)
+			cancel()
+			s.step(n, func(now time.Time) (e effects) {
+				e, err = n.releaseReply(req.seq, first, sent, now, o, cerr)
+				return e
+			})
+		}
+		if req.mode == "0" {
+			release(ctx)
+			return err
+		}
+		// Modes 1 and 2 queue us again or keep the lock for our waiter: a
+		// late one would leave Redis with a hold or an entry nobody knows.
+		if !s.await(ctx, release) {
+			return fmt.Errorf("baton: unlock %q: %w; the release goes on, bounded by the lease", truncate(n.name), ctx.Err())
+		}
 		return err
 	case dequeueCall:
 		var err error
