@@ -175,11 +175,13 @@ func (n *name) tick(now time.Time) effects {
 // span is a stretch of time.
 type span struct{ from, to time.Time }
 
-// dirty is a fence whose release Redis did not confirm: until the time
-// until, the key may still name it.
+// dirty is what a call with an unknown outcome may have left of ours in
+// Redis: a hold whose release was not confirmed, or a queue entry (and a
+// lock an attempt took) that a failed dequeue did not remove.
 type dirty struct {
-	fence uint64
-	until time.Time
+	fence uint64    // to release at Close, if the key still names it
+	leave bool      // a dequeue failed: leave the queue again at Close
+	until time.Time // after which Redis surely holds neither
 }
 
 // markDirty remembers, until the key surely no longer names it, that a hold
@@ -187,7 +189,7 @@ type dirty struct {
 // key still ours then releases it instead of reusing a token a Lock had.
 // A script may run that long after its caller gave up on it.
 func (n *name) markDirty(now time.Time, fence uint64) {
-	n.dirty = &dirty{fence, now.Add(n.r.lease + lateRun)}
+	n.dirty = &dirty{fence: fence, until: now.Add(n.r.lease + lateRun)}
 }
 
 // lateRun bounds how long after it was sent a script may still run: rueidis

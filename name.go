@@ -349,6 +349,14 @@ func (n *name) dequeueReply(seq uint64, now time.Time, fence uint64, err error) 
 	n.seen = max(n.seen, fence)
 	n.unsure = err != nil
 	n.st, n.recheck = idle, time.Time{}
+	if err != nil {
+		// We may still be queued, or own a lock an attempt with an
+		// unknown outcome took: Close leaves the queue again.
+		if n.dirty == nil {
+			n.dirty = &dirty{}
+		}
+		n.dirty.leave, n.dirty.until = true, now.Add(n.r.lease+lateRun)
+	}
 	return n.settle(now)
 }
 
@@ -450,11 +458,20 @@ func (n *name) close(now time.Time) (e effects) {
 	if n.st.inCall() {
 		return e
 	}
-	if d := n.dirty; n.st == idle && d != nil && d.fence != 0 && now.Before(d.until) {
-		// A release whose outcome is unknown: the key may still be ours.
-		f := d.fence
-		d.fence = 0
-		return e.merge(n.releaseStray(f))
+	if d := n.dirty; n.st == idle && d != nil && now.Before(d.until) {
+		switch {
+		case d.leave:
+			// A dequeue whose outcome is unknown: we may still be queued,
+			// or own the key; a dequeue releases it if it names us.
+			d.leave, d.fence = false, 0
+			e.call = n.start(leaving, request{kind: dequeueCall})
+			return e
+		case d.fence != 0:
+			// A release whose outcome is unknown: the key may still be ours.
+			f := d.fence
+			d.fence = 0
+			return e.merge(n.releaseStray(f))
+		}
 	}
 	return e.merge(n.settle(now))
 }
