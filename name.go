@@ -53,7 +53,8 @@ type rules struct {
 }
 
 // name is a session's state for one lock name. It is guarded by the
-// session's mutex and lives while it is not idle or has waiters.
+// session's mutex and lives while it is not idle, has waiters, or may
+// have left something of ours in Redis (dirty).
 type name struct {
 	name    string
 	keys    keys
@@ -73,7 +74,7 @@ type name struct {
 	stale   bool      // the key changed, or a connection dropped, while a call was in flight
 	unsure  bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
 	linger  *span     // lingering: when our entry may lapse in Redis (from) and when it surely has (to)
-	dirty   *dirty    // a hold ended without Redis confirming its release: the key may still name its fence
+	dirty   *dirty    // what a call with an unknown outcome may have left of ours in Redis
 	pos     int64     // our place in the Redis queue at the last attempt (0: next)
 	sub     subState  // Redis Cluster: our subscription to the name's grant channel
 	subErr  error     // Redis Cluster: why Redis refused that subscription; waiters fail with it
