@@ -90,6 +90,9 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 	n.st, n.recheck = idle, time.Time{} // idle: nothing will wake the head, so it asks at once
 	n.unsure = callErr != nil
 	switch {
+	case h == nil && callErr != nil:
+		// A stray grant, maybe still ours: Close tries again.
+		n.markDirty(now, req.fence)
 	case h == nil:
 		// A stray grant: passed on, or not ours any more.
 	case callErr != nil:

@@ -335,7 +335,7 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 
 // releaseStray releases a lock granted to us that nobody here wants.
 func (n *name) releaseStray(fence uint64) (e effects) {
-	e.call = n.start(releasing, request{kind: releaseCall, owner: n.owner(fence), mode: "0", rc: true})
+	e.call = n.start(releasing, request{kind: releaseCall, owner: n.owner(fence), fence: fence, mode: "0", rc: true})
 	n.hold = nil
 	return e
 }

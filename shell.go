@@ -35,6 +35,7 @@ type request struct {
 	track bool   // acquire: have Redis track the key for us
 	from  state  // acquire: the state it was sent from
 	owner string // release: the owner token
+	fence uint64 // release of a stray grant: its fence
 	mode  string // release: "0" release, "1" keep or requeue for our waiters, "2" linger
 	rc    bool   // release: contended, so on the tracking client, whose writes (NOLOOP) do not wake our waiters
 	until time.Time
