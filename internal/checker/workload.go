@@ -981,6 +981,14 @@ func (r *wrun) inFault(from, to time.Time) bool {
 }
 
 // faultAtLocked: does [from, to] meet a fault window extended by grace?
+// cleanupExcusedLocked reports whether what ws left in Redis after its
+// Close is excused: a fault within its lease before the Close, or during
+// it, may have lost the calls that would have removed it, and it lapses
+// within the lease. r.mu is held.
+func (r *wrun) cleanupExcusedLocked(ws *wsession) bool {
+	return r.faultAtLocked(ws.closeStart.Add(-ws.lease), ws.closeEnd, r.cfg.FaultGrace)
+}
+
 func (r *wrun) faultAtLocked(from, to time.Time, grace time.Duration) bool {
 	for _, w := range r.faults {
 		wto := w.to
@@ -1161,9 +1169,10 @@ func (r *wrun) checkClosed(sessions []*wsession) {
 	}
 	r.mu.Lock()
 	for m, ws := range closed {
-		// A Close that reported an error in a fault may have left entries
-		// behind; they lapse with their deadlines.
-		if ws.closeErr != nil && r.faultAtLocked(ws.closeStart, ws.closeEnd, r.cfg.FaultGrace) {
+		// A fault in the lease before Close (or during it) may have lost a
+		// call whose outcome nobody can know, and its leftovers lapse with
+		// the lease: baton cleans up as best it can (Close tries again).
+		if r.cleanupExcusedLocked(ws) {
 			delete(closed, m)
 		}
 	}
@@ -1353,7 +1362,7 @@ func (r *wrun) finalScan(ctx context.Context) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		ws := r.members[m]
-		return ws != nil && ws.closeErr != nil && r.faultAtLocked(ws.closeStart, ws.closeEnd, r.cfg.FaultGrace)
+		return ws != nil && r.cleanupExcusedLocked(ws)
 	}
 	for _, ks := range st {
 		if ks.owner != "" && !excused(ks.owner) {

@@ -67,8 +67,9 @@ import (
 // calls in flight have returned, no lock key in Redis names it as owner
 // and no live queue entry (deadline not past) names it; after every Client
 // closed, no lock key names any owner (a value not beginning with "~") and
-// no live queue entry is left. The Redis part excuses only a session whose
-// Close returned an error during a fault window (plus grace).
+// no live queue entry is left. The Redis part excuses only a session with a
+// fault window (plus grace) within its lease before its Close, or during
+// it: a call lost to the fault leaves what lapses within the lease.
 //
 // (g) Every Session.Close and Client.Close returns within
 // Workload.CloseBound (default the longest lease + 1 s).
