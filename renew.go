@@ -225,21 +225,19 @@ func (c *Client) renewApply(b *renewBatch) {
 func (c *Client) renewSend(ctx context.Context, calls []script.Call) ([]rueidis.RedisResult, []bool) {
 	unconfirmed := make([]bool, len(calls))
 	p := script.Pipe{OptIn: c.trackHeld, Replicas: c.replicas, Timeout: c.replicaTimeout}
-	cluster := c.rc.Mode() == rueidis.ClientModeCluster
-	if c.replicas == 0 && (!cluster || !p.OptIn) {
+	if c.replicas == 0 {
 		res, _ := script.RunMulti(ctx, c.rc, p, calls...)
 		return res, unconfirmed
 	}
-	if !cluster {
+	if !c.sharded {
 		res, acked := script.RunMulti(ctx, c.rc, p, calls...)
 		for i := range unconfirmed {
 			unconfirmed[i] = acked < int64(c.replicas)
 		}
 		return res, unconfirmed
 	}
-	// On a cluster, CLIENT CACHING (keyless) and WAIT must share one
-	// pipeline with a single slot's calls: each call goes alone, many at
-	// once (rueidis still writes those to one node together).
+	// On a cluster, WAIT must share one pipeline with a single slot's
+	// calls: each call goes alone, many at once.
 	res := make([]rueidis.RedisResult, len(calls))
 	var g errgroup.Group
 	g.SetLimit(32)
@@ -247,7 +245,7 @@ func (c *Client) renewSend(ctx context.Context, calls []script.Call) ([]rueidis.
 		g.Go(func() error {
 			var acked int64
 			res[i], acked = script.Run(ctx, c.rc, p, calls[i].Script, calls[i].Keys, calls[i].Args)
-			unconfirmed[i] = c.replicas > 0 && acked < int64(c.replicas)
+			unconfirmed[i] = acked < int64(c.replicas)
 			return nil
 		})
 	}
