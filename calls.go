@@ -39,7 +39,7 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 		rc = s.c.rc // the connection that receives the invalidations
 	}
 	res, acked := script.Run(ctx, rc, p, script.Acquire, n.keys.list(), args)
-	for try := 1; retryable(ctx, res.Error()) && (rc == s.c.cc || !staleConn(res.Error())); try++ {
+	for try := 1; retryable(ctx, res.Error()) && (rc == s.c.cc || !staleConn(res.Error())) || s.movedOn(ctx, res.Error(), try); try++ {
 		// rueidis reads an idle connection of c.cc only when a call waits
 		// on it, so each connection that died meanwhile (a restart, a
 		// failover) fails the first call it gets; and a connection that
@@ -82,6 +82,17 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 		wt = s.lease
 	}
 	return attempt{fence: uint64(vals[2]), wait: wt + time.Millisecond, pos: vals[3]}, nil
+}
+
+// movedOn reports, after a dial to a Redis Cluster node was refused, that
+// the attempt may be made again after a pause: a failover has moved the
+// slot, and rueidis looks for its new primary after such a failure.
+func (s *Session) movedOn(ctx context.Context, err error, try int) bool {
+	if !s.c.sharded || !errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil || try > 10 {
+		return false
+	}
+	pause(ctx, time.Duration(try)*10*time.Millisecond)
+	return ctx.Err() == nil
 }
 
 // retryable reports whether a failed call may be repeated at once: a
