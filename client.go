@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +79,19 @@ type Options struct {
 	// client-side caching (RESP3) and is off on Redis Cluster and with
 	// MinReplicas.
 	DisableHeldTracking bool
+
+	// Observer, if set, is told of every lock event (acquisitions, waits,
+	// releases, losses, renewal failures, re-checks); see Observer for its
+	// contract. Default nil: nothing is reported, at the cost of one
+	// comparison per event.
+	Observer Observer
+
+	// Logger, if set, receives a warning for each lost lock (name and
+	// cause) and for failed renewal round trips (at most one line per
+	// tick), and a debug line when a dropped connection makes the client
+	// look at every name again. Nothing is logged on the path of a Lock or
+	// Unlock that goes well. Default nil: nothing is logged.
+	Logger *slog.Logger
 }
 
 // Client is a lock client for one Redis deployment. It is safe for

@@ -1,0 +1,111 @@
+package baton
+
+import (
+	"context"
+	"time"
+)
+
+// Observer is told of a Client's lock events, for metrics, traces and
+// logs; set it in Options.Observer. The adapters in the modules
+// github.com/batonlock/baton/otel and github.com/batonlock/baton/prometheus
+// implement it.
+//
+// Observe is called synchronously, outside every lock of baton, from the
+// goroutine where the event happened: the caller of Lock, TryLock or Unlock
+// for their own events, the renewal loop or a Redis reply goroutine for
+// losses and renewal failures. It must return quickly (count, record, hand
+// off to a channel) and must be safe for concurrent use; it may call any
+// method of the Client. Events of one lock come in order in one goroutine,
+// but a loss found by the renewal loop can be observed before the
+// Acquired event of the same lock when the two race. A nil Observer costs
+// one comparison per event.
+type Observer interface {
+	Observe(ctx context.Context, ev Event)
+}
+
+// ObserverFunc adapts a function to an Observer.
+type ObserverFunc func(ctx context.Context, ev Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ctx context.Context, ev Event) { f(ctx, ev) }
+
+// EventKind says what happened.
+type EventKind uint8
+
+// The events. Every lock a caller got (Acquired) ends with exactly one
+// Released or Lost, and every Waiting with exactly one Acquired or GaveUp
+// whose Queued is true.
+const (
+	// Waiting: a Lock call found the lock busy and goes to sleep for the
+	// first time. Name is set.
+	Waiting EventKind = iota + 1
+	// Acquired: a Lock or TryLock call got the lock. Name, Token, How,
+	// Wait (since the call began) and Queued are set; ctx is the caller's.
+	Acquired
+	// GaveUp: a Lock call returned without the lock. Err says why (it
+	// matches ctx.Err() when the caller's ctx ended, ErrClosed, or a Redis
+	// error); Name, Wait and Queued are set; ctx is the caller's.
+	GaveUp
+	// Released: a lock ended by Unlock, or by Close (then Err is
+	// ErrClosed). Name, Token and Held are set.
+	Released
+	// Lost: a lock ended because it stopped being ours (Err matches
+	// ErrLockLost and says how). Name, Token and Held are set.
+	Lost
+	// RenewalFailed: a session's renewal round trip failed and will be
+	// retried; its locks are lost if none succeeds before their lease
+	// deadline. Err is the error, Count the names it was to renew.
+	RenewalFailed
+	// Rechecked: a connection or subscription dropped, so the client
+	// looks again at every name: holds are checked, waiters ask Redis.
+	// Count is the number of names.
+	Rechecked
+)
+
+var eventNames = [...]string{"", "waiting", "acquired", "gave_up", "released", "lost", "renewal_failed", "rechecked"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && k != 0 {
+		return eventNames[k]
+	}
+	return "unknown"
+}
+
+// How says how a lock was acquired.
+type How uint8
+
+const (
+	// Free: Redis found the name free (or its holder's lease run out).
+	Free How = iota + 1
+	// Handoff: passed on by another goroutine of the same session, without
+	// Redis or through Redis's queue without waiting for another session.
+	Handoff
+	// Granted: another session's release granted it to this session,
+	// which was queued for it.
+	Granted
+)
+
+var howNames = [...]string{"", "free", "handoff", "granted"}
+
+func (h How) String() string {
+	if int(h) < len(howNames) && h != 0 {
+		return howNames[h]
+	}
+	return "unknown"
+}
+
+// Event is one thing that happened to a lock; Kind says which fields are
+// set.
+type Event struct {
+	Kind  EventKind
+	Name  string        // the lock name; empty for RenewalFailed and Rechecked
+	Token uint64        // the lock's fencing token
+	How   How           // Acquired: how
+	Wait  time.Duration // Acquired, GaveUp: since Lock or TryLock was called
+	// Queued reports, on Acquired and GaveUp, that the call went to sleep
+	// (a Waiting event came first).
+	Queued bool
+	Held   time.Duration // Released, Lost: since the lock was acquired
+	Err    error         // GaveUp, Lost, RenewalFailed; Released by Close: ErrClosed
+	Count  int           // RenewalFailed, Rechecked
+}
