@@ -1,6 +1,8 @@
 package baton
 
 import (
+	"cmp"
+	"slices"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonlock/baton/admin"
 	"github.com/redis/rueidis"
 )
 
@@ -111,6 +114,7 @@ type Client struct {
 	replicaTimeout time.Duration // Options.ReplicaTimeout
 	trackHeld      bool          // renewals have Redis track held keys (Options.DisableHeldTracking)
 	def            *Session
+	admin          *admin.Admin
 	stats          counters
 
 	mu       sync.Mutex // protects sessions, nsess, closed
@@ -164,6 +168,7 @@ func New(opt Options) (*Client, error) {
 		return nil, err
 	}
 	c.def = c.newSession(opt.LeaseTTL)
+	c.admin, _ = admin.New(c.rc, c.prefix) // fails only on an empty prefix
 
 	c.wg.Add(2)
 	go c.renewLoop()
@@ -353,6 +358,29 @@ func (c *Client) newSession(lease time.Duration) *Session {
 	c.kickRenewal()
 	return s
 }
+
+// Sessions returns the client's open sessions, the default one first.
+func (c *Client) Sessions() []*Session {
+	ss := c.allSessions()
+	out := make([]*Session, 0, len(ss))
+	if !c.def.isClosed() {
+		out = append(out, c.def)
+	}
+	for _, s := range ss {
+		if s != c.def && !s.isClosed() {
+			out = append(out, s)
+		}
+	}
+	rest := out[min(1, len(out)):]
+	slices.SortFunc(rest, func(a, b *Session) int { // "<id>-<n>": by n
+		return cmp.Or(cmp.Compare(len(a.member), len(b.member)), strings.Compare(a.member, b.member))
+	})
+	return out
+}
+
+// Admin returns an admin.Admin for the client's key prefix that shares the
+// client's Redis connections; its calls fail once the client is closed.
+func (c *Client) Admin() *admin.Admin { return c.admin }
 
 func (c *Client) session(member string) *Session {
 	c.mu.Lock()

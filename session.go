@@ -435,3 +435,27 @@ func wake(c chan struct{}) {
 	default:
 	}
 }
+
+// ID returns the session's identity: the member part of its owner tokens
+// ("<owner token>" is "<ID>:<fence>"), as Redis and package admin show it.
+func (s *Session) ID() string { return s.member }
+
+// Waiting returns, per name, how many goroutines of the session wait in
+// Lock now.
+func (s *Session) Waiting() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int)
+	for _, n := range s.names {
+		if k := len(n.waiters); k > 0 {
+			out[n.name] = k
+		}
+	}
+	return out
+}
+
+func (s *Session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
