@@ -2,13 +2,13 @@ package baton
 
 import (
 	"cmp"
-	"slices"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
