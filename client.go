@@ -114,6 +114,8 @@ type Client struct {
 	replicaTimeout time.Duration // Options.ReplicaTimeout
 	trackHeld      bool          // renewals have Redis track held keys (Options.DisableHeldTracking)
 	def            *Session
+	obs            Observer     // Options.Observer
+	log            *slog.Logger // Options.Logger
 	admin          *admin.Admin
 	stats          counters
 
@@ -153,6 +155,8 @@ func New(opt Options) (*Client, error) {
 		replicas:       opt.MinReplicas,
 		replicaTimeout: opt.ReplicaTimeout,
 		cohort:         opt.CohortLimit,
+		obs:            opt.Observer,
+		log:            opt.Logger,
 		id:             hex.EncodeToString(raw[:]),
 		sessions:       make(map[string]*Session),
 		renewC:         make(chan struct{}, 1),
@@ -485,7 +489,7 @@ func (c *Client) Close() error {
 
 // Stats are counters since New. Read them with Client.Stats.
 type Stats struct {
-	Acquired      uint64 // locks acquired, by any path
+	Acquired      uint64 // locks returned by Lock and TryLock, by any path
 	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
 	Granted       uint64 // of those, granted by another session's release
 	Waits         uint64 // Lock calls that had to wait

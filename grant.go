@@ -55,7 +55,7 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 	n.seen = g.fence
 	if n.st == held {
 		// The key named us under a newer fence: the hold's token is gone.
-		e = n.lose(now)
+		e = n.lose(now, "Redis granted it to this session again under a newer fence")
 	}
 	if n.st == idle || len(n.waiters) == 0 || n.r.closed {
 		// Not queued (a late attempt queued us after we left), nobody
@@ -83,8 +83,7 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 	}
 	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: deadline, since: now, waited: true}
 	n.st, n.hold = held, h
-	n.r.stats.granted.Add(1)
-	n.handHead(h, 0, now, &e)
+	n.handHead(h, 0, now, Granted, &e)
 	n.checkHold(now.Add(trackDelay), &e)
 	e.renew = true
 	return e

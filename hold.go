@@ -49,8 +49,7 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	if len(n.waiters) > 0 && h.passes+1 < n.r.cohort && now.Sub(h.since) < cohortWindow && !h.suspect &&
 		!n.r.closed && h.deadline.Sub(now) > n.r.margin {
 		h.passes++
-		n.handHead(h, h.passes, now, &e)
-		n.r.stats.handoffs.Add(1)
+		n.handHead(h, h.passes, now, Handoff, &e)
 		return e, nil
 	}
 	mode := "0"
@@ -134,7 +133,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		h.deadline = sent.Add(n.r.lease - n.r.margin)
 		n.st, n.hold = held, h
 		if len(n.waiters) > 0 && !n.r.closed {
-			n.handHead(h, 0, now, &e)
+			n.handHead(h, 0, now, Free, &e)
 			n.checkHold(now.Add(trackDelay), &e)
 		}
 	}
@@ -148,7 +147,7 @@ func (n *name) renewed(owner string, ok bool, sent, now time.Time) effects {
 		return effects{}
 	}
 	if !ok {
-		return n.lose(now)
+		return n.lose(now, "a renewal found the key expired, deleted or taken over")
 	}
 	n.hold.deadline = sent.Add(n.r.lease - n.r.margin)
 	n.hold.suspect = false
@@ -165,7 +164,7 @@ const trackDelay = 50 * time.Millisecond
 func (n *name) tick(now time.Time) effects {
 	switch {
 	case n.st == held && !now.Before(n.hold.deadline):
-		return n.lose(now)
+		return n.lose(now, "the lease ran out before a renewal was confirmed")
 	case n.st == lingering && !now.Before(n.linger.to):
 		n.st, n.linger = idle, nil // Redis has dropped the entry: Close need not
 		return n.settle(now)
@@ -200,10 +199,10 @@ func (n *name) markDirty(now time.Time, fence uint64) {
 // write for its ConnWriteTimeout (10 s by default).
 const lateRun = 15 * time.Second
 
-// lose ends the hold: its lock, if any, reports ErrLockLost.
-func (n *name) lose(now time.Time) (e effects) {
+// lose ends the hold: its lock, if any, reports ErrLockLost with cause.
+func (n *name) lose(now time.Time, cause string) (e effects) {
 	if l := n.hold.lock; l != nil {
-		n.end(l, fmt.Errorf("%w: %q", ErrLockLost, truncate(n.name)), &e)
+		n.end(l, fmt.Errorf("%w: %q: %s", ErrLockLost, truncate(n.name), cause), &e)
 		n.r.stats.lost.Add(1)
 	}
 	n.markDirty(now, n.hold.fence)
@@ -213,31 +212,34 @@ func (n *name) lose(now time.Time) (e effects) {
 
 // handHead creates the Lock for the pass-th local holder of h (0: the one
 // Redis gave it to) and hands it to the head waiter.
-func (n *name) handHead(h *hold, pass int, now time.Time, e *effects) {
+func (n *name) handHead(h *hold, pass int, now time.Time, how How, e *effects) {
 	w := n.waiters[0]
 	n.waiters = n.waiters[1:]
-	w.lock = n.newLock(h, pass, now)
+	w.lock = n.newLock(h, pass, now, how)
 	e.wake = append(e.wake, w)
 }
 
 // newLock makes the Lock of h's pass-th holder. Its fencing token is the
 // Redis fence times 1024 plus pass, so tokens rise across local hand-offs
 // and every later Redis fence is above them all.
-func (n *name) newLock(h *hold, pass int, now time.Time) *Lock {
-	l := &Lock{n: n, h: h, token: h.fence<<tokenShift | uint64(pass), acquired: now}
+func (n *name) newLock(h *hold, pass int, now time.Time, how How) *Lock {
+	l := &Lock{n: n, h: h, token: h.fence<<tokenShift | uint64(pass), acquired: now, how: how}
 	h.lock = l
-	n.r.stats.acquired.Add(1)
 	return l
 }
 
 // end ends l with err (ErrUnlocked, ErrClosed or ErrLockLost): Err
 // reports it, Done closes and Context is cancelled. No user code runs
-// here (context.AfterFunc functions run in goroutines of their own).
-func (n *name) end(l *Lock, err error, _ *effects) {
+// here (context.AfterFunc functions run in goroutines of their own); the
+// Observer hears of a loss or Close after unlocking (e.ended).
+func (n *name) end(l *Lock, err error, e *effects) {
 	if l.err != nil {
 		return
 	}
 	l.err = err
+	if l.given && err != ErrUnlocked {
+		e.ended = append(e.ended, l)
+	}
 	if l.h.lock == l {
 		l.h.lock = nil
 	}

@@ -14,11 +14,28 @@ type Lock struct {
 	h        *hold
 	token    uint64
 	acquired time.Time
+	how      How
+	given    bool                    // guarded by the session mutex: returned to a caller, so the Observer hears of its end
 	ctx      context.Context         // guarded by the session mutex; made by Context
 	cancel   context.CancelCauseFunc // guarded by the session mutex
 	done     chan struct{}           // guarded by the session mutex; made by Done, closed by name.end
 
 	err error // guarded by the session mutex: nil while held, then why it ended
+}
+
+// give marks l as returned to its caller and counts it; the session
+// mutex is held. Locks handed to a waiter that left first were never
+// acquired as far as callers, Stats and the Observer are concerned.
+func (l *Lock) give() {
+	l.given = true
+	st := l.n.r.stats
+	st.acquired.Add(1)
+	switch l.how {
+	case Handoff:
+		st.handoffs.Add(1)
+	case Granted:
+		st.granted.Add(1)
+	}
 }
 
 type lockKey struct{}
@@ -95,18 +112,26 @@ func (l *Lock) Err() error {
 // the key expired counts as done: the caller had stopped using the lock.
 func (l *Lock) Unlock(ctx context.Context) error {
 	s, n := l.n.s, l.n
+	now := time.Now()
 	s.mu.Lock()
-	e, err := n.unlock(l, time.Now(), true)
+	e, err := n.unlock(l, now, true)
 	req := s.afterLocked(n, &e)
 	s.mu.Unlock()
-	e.signal()
+	s.signal(&e)
 	switch {
 	case errors.Is(err, ErrLockLost):
 		return err
 	case err != nil:
 		return fmt.Errorf("%w: %q", err, truncate(n.name))
-	case req == nil:
-		return nil
+	case req != nil:
+		err = s.run(ctx, n, req)
 	}
-	return s.run(ctx, n, req)
+	if obs := s.c.obs; obs != nil || s.c.log != nil {
+		ev := Event{Kind: Released, Name: n.name, Token: l.token, Held: now.Sub(l.acquired)}
+		if errors.Is(err, ErrLockLost) {
+			ev.Kind, ev.Err = Lost, err
+		}
+		s.c.report(ctx, ev)
+	}
+	return err
 }

@@ -94,6 +94,7 @@ type waiter struct {
 	wake  chan struct{} // size 1: merged wake-ups
 	lock  *Lock         // set when handed the lock
 	tries int           // acquire attempts made for it
+	slept bool          // for the shell: it went to sleep (Observer's Waiting); only its goroutine uses it
 }
 
 // start records req as the call in flight and returns it numbered.
@@ -205,6 +206,10 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 		n.recheck = time.Time{}
 		return nil, n.releaseStray(a.fence)
 	case a.acquired:
+		how := Free
+		if a.kept && a.fence == n.expect {
+			how = Granted // a grant, confirmed
+		}
 		n.seen, n.expect = max(n.seen, a.fence), 0
 		h := &hold{owner: n.owner(a.fence), fence: a.fence, deadline: sent.Add(n.r.lease - n.r.margin), since: now}
 		n.st, n.hold = held, h
@@ -214,9 +219,9 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 		h.waited = !req.try && n.waiters[0].tries > 1
 		n.checkHold(now.Add(trackDelay), &e)
 		if req.try {
-			l = n.newLock(h, 0, now)
+			l = n.newLock(h, 0, now, how)
 		} else {
-			n.handHead(h, 0, now, &e)
+			n.handHead(h, 0, now, how, &e)
 		}
 	default:
 		n.seen = max(n.seen, a.fence)

@@ -123,6 +123,7 @@ func (s *sim) gotLock(l *Lock) {
 	if l.err != nil {
 		return
 	}
+	l.give() // as the shell does when it returns l
 	if l.token <= s.lastTok {
 		s.fail("token %d after %d", l.token, s.lastTok)
 	}

@@ -36,7 +36,7 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 		n = m
 		return m.granted(g, now)
 	})
-	e.signal()
+	s.signal(&e)
 	if req != nil {
 		s.background(n, req)
 	}
@@ -72,9 +72,14 @@ func (c *Client) onInvalidations(msgs []rueidis.RedisMessage) {
 // notifications may have been lost.
 func (c *Client) recheckAll() {
 	now := time.Now()
+	count := 0
 	for _, s := range c.allSessions() {
-		s.each("", func(n *name) effects { return n.reconnected(now) })
+		s.each("", func(n *name) effects {
+			count++
+			return n.reconnected(now)
+		})
 	}
+	c.report(context.Background(), Event{Kind: Rechecked, Count: count})
 }
 
 // subscribe listens on the client's grant channel until Close, subscribing

@@ -2,6 +2,8 @@ package baton
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"time"
 )
 
@@ -75,10 +77,12 @@ func (k EventKind) String() string {
 type How uint8
 
 const (
-	// Free: Redis found the name free (or its holder's lease run out).
+	// Free: Redis gave it to this session at once: the name was free, its
+	// holder's lease had run out, or this session's own release kept it
+	// for this caller as no other session was queued.
 	Free How = iota + 1
-	// Handoff: passed on by another goroutine of the same session, without
-	// Redis or through Redis's queue without waiting for another session.
+	// Handoff: passed on by another goroutine of the same session without
+	// Redis (see Options.CohortLimit).
 	Handoff
 	// Granted: another session's release granted it to this session,
 	// which was queued for it.
@@ -108,4 +112,58 @@ type Event struct {
 	Held   time.Duration // Released, Lost: since the lock was acquired
 	Err    error         // GaveUp, Lost, RenewalFailed; Released by Close: ErrClosed
 	Count  int           // RenewalFailed, Rechecked
+}
+
+// report tells the Logger and the Observer of an event off the hot path.
+func (c *Client) report(ctx context.Context, ev Event) {
+	if c.log != nil {
+		c.logEvent(ctx, ev)
+	}
+	if c.obs != nil {
+		c.obs.Observe(ctx, ev)
+	}
+}
+
+// logEvent writes the lines Options.Logger documents.
+func (c *Client) logEvent(ctx context.Context, ev Event) {
+	switch ev.Kind {
+	case Lost:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "baton: lock lost", slog.String("name", ev.Name),
+			slog.Uint64("token", ev.Token), slog.Duration("held", ev.Held), slog.String("cause", ev.Err.Error()))
+	case RenewalFailed:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "baton: renewal failed; retrying", slog.Int("names", ev.Count),
+			slog.String("error", ev.Err.Error()))
+	case Rechecked:
+		c.log.LogAttrs(ctx, slog.LevelDebug, "baton: connection dropped; checking every name again", slog.Int("names", ev.Count))
+	}
+}
+
+// reportEnded reports locks that a caller had and that ended by loss or
+// Close.
+func (c *Client) reportEnded(ls []*Lock) {
+	if len(ls) == 0 || c.obs == nil && c.log == nil {
+		return
+	}
+	now := time.Now()
+	for _, l := range ls {
+		// l.err was set before the transition that ended l unlocked, and
+		// never changes again.
+		ev := Event{Kind: Released, Name: l.n.name, Token: l.token, Held: now.Sub(l.acquired), Err: l.err}
+		if errors.Is(l.err, ErrLockLost) {
+			ev.Kind = Lost
+		}
+		c.report(context.Background(), ev)
+	}
+}
+
+// observeCall reports the end of a Lock (wait) or TryLock call begun at
+// start; c.obs is set.
+func (c *Client) observeCall(ctx context.Context, lname string, wait bool, w *waiter, start time.Time, l *Lock, err error) {
+	queued := w != nil && w.slept
+	switch {
+	case l != nil:
+		c.obs.Observe(ctx, Event{Kind: Acquired, Name: lname, Token: l.token, How: l.how, Wait: time.Since(start), Queued: queued})
+	case wait:
+		c.obs.Observe(ctx, Event{Kind: GaveUp, Name: lname, Wait: time.Since(start), Queued: queued, Err: err})
+	}
 }

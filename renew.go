@@ -179,7 +179,11 @@ func (s *Session) checksDue(now time.Time, batch []renewal) ([]renewal, time.Tim
 
 // renewApply applies the replies of a round trip.
 func (c *Client) renewApply(b *renewBatch) {
-	failed := make(map[*Session]bool)
+	type failure struct {
+		err   error
+		names int
+	}
+	failed := make(map[*Session]*failure)
 	for i, g := range b.groups {
 		vals, err := b.res[i].AsIntSlice()
 		if err == nil && b.unconfirmed[i] {
@@ -190,7 +194,12 @@ func (c *Client) renewApply(b *renewBatch) {
 		}
 		for j, r := range g {
 			if err != nil {
-				failed[r.s] = true
+				f := failed[r.s]
+				if f == nil {
+					f = &failure{err: err}
+					failed[r.s] = f
+				}
+				f.names++
 				continue
 			}
 			ok := vals[j] == 1
@@ -203,8 +212,9 @@ func (c *Client) renewApply(b *renewBatch) {
 		}
 	}
 	for _, s := range b.due {
+		f := failed[s]
 		s.mu.Lock()
-		if failed[s] {
+		if f != nil {
 			c.stats.renewErrs.Add(1)
 			if s.retry == nil {
 				s.retry = newBackoff(s.lease)
@@ -215,6 +225,9 @@ func (c *Client) renewApply(b *renewBatch) {
 			s.nextRenew = b.sent.Add(s.lease / 3)
 		}
 		s.mu.Unlock()
+		if f != nil {
+			c.report(context.Background(), Event{Kind: RenewalFailed, Err: f.err, Count: f.names})
+		}
 	}
 }
 

@@ -112,7 +112,7 @@ func (s *Session) Close() error {
 		return nil
 	}
 	for i := range es {
-		es[i].signal()
+		s.signal(&es[i])
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(s.lease))
 	defer cancel()
@@ -174,11 +174,15 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 	}
 	defer s.c.calls.Done()
 	var (
-		n   *name
-		w   *waiter
-		req *request
-		err error
+		n     *name
+		w     *waiter
+		req   *request
+		err   error
+		start time.Time
 	)
+	if s.c.obs != nil {
+		start = time.Now()
+	}
 	s.mu.Lock()
 	switch n = s.nameLocked(lname); {
 	case s.closed:
@@ -187,18 +191,23 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 		w = &waiter{wake: make(chan struct{}, 1)}
 		e := n.join(w, time.Now())
 		s.afterLocked(n, &e) // join makes no call
-		defer e.signal()
+		defer s.signal(&e)
 	default:
 		req, err = n.try()
 	}
 	s.mu.Unlock()
+	var l *Lock
 	switch {
 	case err != nil:
-		return nil, err
 	case wait:
-		return s.wait(ctx, n, w)
+		l, err = s.wait(ctx, n, w)
+	default:
+		l, err = s.tryLock(ctx, n, req)
 	}
-	return s.tryLock(ctx, n, req)
+	if s.c.obs != nil {
+		s.c.observeCall(ctx, lname, wait, w, start, l, err)
+	}
+	return l, err
 }
 
 // nameLocked returns the machine of name, made if new; s.mu is held.
@@ -222,6 +231,9 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 	replied := s.acquireCall(ctx, n, req, func(sent time.Time, a attempt, cerr error) {
 		s.step(n, func(now time.Time) (e effects) {
 			l, e = n.acquireReply(req.seq, sent, now, a, cerr, time.Time{})
+			if l != nil {
+				l.give()
+			}
 			err, closed, got = cerr, s.closed, true
 			return e
 		})
@@ -288,7 +300,9 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 		s.step(n, func(now time.Time) effects {
 			l, req, at, refused = n.poll(w, now)
 			if closed = s.closed; l != nil {
-				lerr = l.err
+				if lerr = l.err; lerr == nil {
+					l.give()
+				}
 			}
 			return effects{}
 		})
@@ -317,6 +331,12 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 			}
 			lastErr = err
 			continue
+		}
+		if !w.slept {
+			w.slept = true
+			if obs := s.c.obs; obs != nil {
+				obs.Observe(ctx, Event{Kind: Waiting, Name: n.name})
+			}
 		}
 		switch ctxEnded, closed := s.sleep(ctx, w, &timer, at); {
 		case closed:
@@ -408,7 +428,7 @@ func (s *Session) attempt(ctx context.Context, n *name, req *request, bo **backo
 // caller's ctx is over).
 func (s *Session) leave(n *name, w *waiter, inline bool, err error) (*Lock, error) {
 	req, e := s.transition(n, func(now time.Time) effects { return n.cancel(w, now) })
-	e.signal()
+	s.signal(&e)
 	switch {
 	case req != nil && inline:
 		ctx, cancel := context.WithTimeout(context.Background(), s.lease)

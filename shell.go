@@ -51,10 +51,11 @@ type effects struct {
 	forget bool      // the name is idle: drop it and its subscription
 	check  bool      // the hold has a checkAt: the renewal loop must look at it
 	queued bool      // a waiter went to sleep in the Redis queue (test hook)
+	ended  []*Lock   // locks a caller had that ended by loss or Close, for the Observer
 }
 
 func (e *effects) empty() bool {
-	return e.call == nil && len(e.wake) == 0 && !e.renew && !e.sub && !e.forget && !e.check
+	return e.call == nil && len(e.wake) == 0 && !e.renew && !e.sub && !e.forget && !e.check && len(e.ended) == 0
 }
 
 func (e *effects) wakeHead(n *name) {
@@ -72,6 +73,7 @@ func (e effects) merge(b effects) effects {
 		e.call = b.call
 	}
 	e.wake = append(e.wake, b.wake...)
+	e.ended = append(e.ended, b.ended...)
 	e.renew = e.renew || b.renew
 	e.sub = e.sub || b.sub
 	e.forget = e.forget || b.forget
@@ -120,8 +122,9 @@ func (s *Session) each(lname string, t func(n *name) effects) {
 // after collects the effects of several transitions, to carry out once
 // s.mu is unlocked.
 type after struct {
-	jobs []job
-	wake []*waiter
+	jobs  []job
+	wake  []*waiter
+	ended []*Lock
 }
 
 // add does the parts of e that need s.mu and keeps the rest; s.mu is held.
@@ -130,13 +133,16 @@ func (a *after) add(s *Session, n *name, e effects) {
 		a.jobs = append(a.jobs, job{n, req})
 	}
 	a.wake = append(a.wake, e.wake...)
+	a.ended = append(a.ended, e.ended...)
 }
 
-// do wakes the waiters and makes the calls in the background.
+// do wakes the waiters, reports ended locks and makes the calls in the
+// background.
 func (a *after) do(s *Session) {
 	for _, w := range a.wake {
 		wake(w.wake)
 	}
+	s.c.reportEnded(a.ended)
 	for _, j := range a.jobs {
 		s.background(j.n, j.req)
 	}
@@ -146,7 +152,7 @@ func (a *after) do(s *Session) {
 // waiters and makes the call in the background.
 func (s *Session) step(n *name, t func(now time.Time) effects) {
 	req, e := s.transition(n, t)
-	e.signal()
+	s.signal(&e)
 	if req != nil {
 		s.background(n, req)
 	}
@@ -219,11 +225,12 @@ func (s *Session) afterLocked(n *name, e *effects) *request {
 	return req
 }
 
-// signal wakes the waiters e names.
-func (e *effects) signal() {
+// signal wakes the waiters e names and reports the locks that ended.
+func (s *Session) signal(e *effects) {
 	for _, w := range e.wake {
 		wake(w.wake)
 	}
+	s.c.reportEnded(e.ended)
 }
 
 // run makes a release or dequeue call and applies its reply; a call that
