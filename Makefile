@@ -8,12 +8,17 @@ BENCH_OUT ?= bench/results
 
 .PHONY: test bench bench-smoke bench-compare chaos soak fuzz deps vet
 
-# Tests start their own redis-server, replicas and sentinels; install them
-# when missing (Debian/Ubuntu).
+# Tests start their own redis-server, replicas and sentinels, and run
+# chromium headless once; install them when missing (Debian/Ubuntu).
 deps:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-sentinel >/dev/null || ! command -v redis-cli >/dev/null; then \
 		echo "installing redis-server, redis-sentinel, redis-tools"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server redis-sentinel redis-tools; \
+	fi
+	@# batonhttp's HTML page is checked once in a real headless browser.
+	@if ! command -v chromium >/dev/null; then \
+		echo "installing chromium (headless, for batonhttp's HTML test)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; \
 	fi
 
 vet:

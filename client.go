@@ -172,7 +172,7 @@ func New(opt Options) (*Client, error) {
 		return nil, err
 	}
 	c.def = c.newSession(opt.LeaseTTL)
-	c.admin, _ = admin.New(c.rc, c.prefix) // fails only on an empty prefix
+	c.admin, _ = admin.New(c.rc, c.prefix) // fails only on a prefix with braces, which fill rejects
 
 	c.wg.Add(2)
 	go c.renewLoop()

@@ -35,6 +35,8 @@ var (
 	dequeueLua string
 	//go:embed renew.lua
 	renewLua string
+	//go:embed force.lua
+	forceLua string
 )
 
 // The scripts.
@@ -43,6 +45,7 @@ var (
 	Release = newScript(releaseLua) // release a lock, granting it to the next queued session
 	Dequeue = newScript(dequeueLua) // leave a queue, passing on what was granted meanwhile
 	Renew   = newScript(renewLua)   // extend held locks and queue entries of many names
+	Force   = newScript(forceLua)   // take a lock from its holder (admin), granting it as Release does
 )
 
 // Script is a Lua script sent by SHA1, and in full only when the server

@@ -1,0 +1,82 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/batonlock/baton/internal/script"
+)
+
+// Actions of ForceRelease, in Released.Action.
+const (
+	ActionGranted = "granted" // the lock went to the first live queued session
+	ActionFreed   = "freed"   // the key became a released marker
+	ActionNone    = "none"    // nothing was held (or the value is foreign): nothing changed
+)
+
+// Released says what ForceRelease did. It is a plain value, safe to copy.
+type Released struct {
+	Was     Name   // the name as it was (without Queue)
+	Action  string // ActionGranted: to the head of the queue; ActionFreed: the key is a released marker; ActionNone: nothing was held
+	Grantee string // ActionGranted: the session that got it
+	Fence   uint64 // ActionGranted: the grantee's fence; ActionFreed and ActionNone: the marker's (0: no key)
+}
+
+// Token returns Fence as a Lock's Token reports it: the grantee's token
+// when ActionGranted.
+func (r Released) Token() uint64 { return r.Fence << tokenShift }
+
+// ForceRelease takes the lock name from its holder, as the holder's own
+// release would: the first live queued session gets it with a new fence
+// (and its client is told), or the key becomes a released marker. The
+// holder's own session, if queued, is not skipped. The holder is not told:
+// it finds out at once with held-key tracking (baton's default on a
+// standalone or sentinel deployment), else at its next renewal (within a
+// third of its lease). Until then it believes it holds the lock, and only
+// a resource that checks fencing tokens refuses its writes.
+//
+// A free name (no key, or a released marker) is left as it is, with
+// ActionNone. A key holding a value baton did not write is left as it is too,
+// and the error wraps ErrForeignValue.
+//
+// ForceRelease is one script: it acts on the holder it finds when it runs,
+// whoever that is, so calling it twice may evict two holders. It is not
+// retried after a network error, when it may or may not have run; Inspect
+// tells which.
+func (a *Admin) ForceRelease(ctx context.Context, name string) (Released, error) {
+	if err := checkName(name); err != nil {
+		return Released{}, err
+	}
+	k := a.keys(name)
+	res, _ := script.Run(ctx, a.rc, script.Pipe{}, script.Force, k.list(), []string{a.via(name), name})
+	arr, err := res.ToArray()
+	if err != nil {
+		return Released{}, fmt.Errorf("admin: force release %q: %w", truncate(name), err)
+	}
+	if len(arr) != 6 {
+		return Released{}, fmt.Errorf("admin: force release %q: unexpected reply of %d elements", truncate(name), len(arr))
+	}
+	var s [6]string
+	for i, m := range arr {
+		s[i], _ = m.ToString()
+	}
+	var r Released
+	r.Action, r.Grantee = s[0], s[4]
+	r.Was.Name = name
+	r.Was.setValue(s[1], s[1] != "")
+	if pttl, _ := arr[2].AsInt64(); r.Was.Held && pttl > 0 {
+		r.Was.LeaseLeft = time.Duration(pttl) * time.Millisecond
+	}
+	qlen, _ := arr[3].AsInt64()
+	r.Was.QueueLen = int(qlen)
+	r.Fence, _ = digits(s[5])
+	switch r.Action {
+	case "foreign":
+		r.Was.Held, r.Was.Marker, r.Was.Foreign, r.Was.Value = false, false, true, s[1]
+		return Released{Was: r.Was, Action: ActionNone}, fmt.Errorf("%w: %q holds %q; left unchanged", ErrForeignValue, k.lock, truncate(s[1]))
+	case ActionGranted, ActionFreed, ActionNone:
+		return r, nil
+	}
+	return Released{}, fmt.Errorf("admin: force release %q: unexpected action %q", truncate(name), r.Action)
+}

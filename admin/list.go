@@ -1,0 +1,191 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// scanCount is SCAN's COUNT: how many keys Redis looks at per List call.
+const scanCount = 200
+
+// List returns the names under the prefix whose name matches the glob
+// match ("" or "*": all), one SCAN page per call: pass the returned cursor
+// to the next call; "" starts, and a returned "" means done. A page may be
+// empty while the cursor is not. On Redis Cluster it scans every primary
+// in turn, in the order of their addresses; the cursor names the node.
+//
+// match is a Redis glob, as in SCAN MATCH: "*" matches any run of bytes,
+// '/' included; "?" one byte; "[a-z]" and "[^a-z]" a class; "\" quotes.
+//
+// A name is listed for its lock key, or, when it has no lock key, for its
+// queue: sessions wait for a key that expired or was deleted, and the
+// first of them takes the lock on its next attempt. As with SCAN, a name
+// that exists during the whole listing is returned at least once, and may
+// be returned twice; names created or deleted meanwhile may be missed.
+// A failover or resharding during a cluster listing may miss names too:
+// start again to be sure.
+func (a *Admin) List(ctx context.Context, match, cursor string) (names []Name, next string, err error) {
+	if match == "" {
+		match = "*"
+	}
+	if err := checkGlob(match); err != nil {
+		return nil, "", err
+	}
+	pattern := quoteGlob(a.prefix) + ":{" + match + "}*"
+	var keys []string
+	if a.rc.Mode() == rueidis.ClientModeCluster {
+		keys, next, err = a.scanCluster(ctx, pattern, cursor)
+	} else {
+		keys, next, err = a.scanOne(ctx, pattern, cursor)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	names, err = a.readKeys(ctx, match, keys)
+	if err != nil {
+		return nil, "", err
+	}
+	return names, next, nil
+}
+
+// scanOne reads one SCAN page of a standalone or sentinel deployment: the
+// cursor is SCAN's.
+func (a *Admin) scanOne(ctx context.Context, pattern, cursor string) (keys []string, next string, err error) {
+	c := uint64(0)
+	if cursor != "" {
+		if c, err = strconv.ParseUint(cursor, 10, 64); err != nil || c == 0 {
+			return nil, "", fmt.Errorf("%w: %q", ErrInvalidCursor, cursor)
+		}
+	}
+	page, err := scan(ctx, a.rc, c, pattern)
+	if err != nil {
+		return nil, "", err
+	}
+	if page.Cursor != 0 {
+		next = strconv.FormatUint(page.Cursor, 10)
+	}
+	return page.Elements, next, nil
+}
+
+// scanCluster reads one SCAN page of one primary. The cursor is
+// "<node address>/<SCAN cursor>": the address, rather than an index, keeps
+// the walk in order when nodes join or leave between calls. A node that
+// left mid-scan is skipped (its slots moved to a node the walk may have
+// passed), as are replicas, which hold copies of their primary's keys.
+func (a *Admin) scanCluster(ctx context.Context, pattern, cursor string) (keys []string, next string, err error) {
+	addr, c := "", uint64(0)
+	if cursor != "" {
+		i := strings.LastIndexByte(cursor, '/')
+		if i <= 0 {
+			return nil, "", fmt.Errorf("%w: %q", ErrInvalidCursor, cursor)
+		}
+		addr = cursor[:i]
+		if c, err = strconv.ParseUint(cursor[i+1:], 10, 64); err != nil {
+			return nil, "", fmt.Errorf("%w: %q", ErrInvalidCursor, cursor)
+		}
+	}
+	nodes := a.rc.Nodes()
+	addrs := make([]string, 0, len(nodes))
+	for k := range nodes {
+		addrs = append(addrs, k)
+	}
+	slices.Sort(addrs)
+	i := sort.SearchStrings(addrs, addr)
+	if c != 0 && (i == len(addrs) || addrs[i] != addr) {
+		c = 0 // the node left: go on with the next
+	}
+	for ; i < len(addrs); i, c = i+1, 0 {
+		n := nodes[addrs[i]]
+		if c == 0 {
+			primary, err := isPrimary(ctx, n)
+			if err != nil {
+				return nil, "", fmt.Errorf("admin: %s: %w", addrs[i], err)
+			}
+			if !primary {
+				continue
+			}
+		}
+		page, err := scan(ctx, n, c, pattern)
+		if err != nil {
+			return nil, "", fmt.Errorf("admin: %s: %w", addrs[i], err)
+		}
+		switch {
+		case page.Cursor != 0:
+			next = addrs[i] + "/" + strconv.FormatUint(page.Cursor, 10)
+		case i+1 < len(addrs):
+			next = addrs[i+1] + "/0"
+		}
+		return page.Elements, next, nil
+	}
+	return nil, "", nil
+}
+
+func scan(ctx context.Context, c rueidis.Client, cursor uint64, pattern string) (rueidis.ScanEntry, error) {
+	return c.Do(ctx, c.B().Scan().Cursor(cursor).Match(pattern).Count(scanCount).Build()).AsScanEntry()
+}
+
+// isPrimary asks a node its ROLE: rueidis's Nodes lists replicas too.
+func isPrimary(ctx context.Context, n rueidis.Client) (bool, error) {
+	role, err := n.Do(ctx, n.B().Role().Build()).ToArray()
+	if err != nil {
+		return false, err
+	}
+	if len(role) == 0 {
+		return false, fmt.Errorf("empty ROLE reply")
+	}
+	r, err := role[0].ToString()
+	return r == "master", err
+}
+
+// readKeys reads the names of the lock and queue keys among keys whose
+// name matches match. A queue counts only when its name has no lock key:
+// the lock key lists the name otherwise (on this page or another).
+func (a *Admin) readKeys(ctx context.Context, match string, keys []string) ([]Name, error) {
+	var names []string
+	byLock := map[string]bool{} // name -> seen by its lock key; in names once
+	for _, k := range keys {
+		name, queue, ok := a.nameOf(k)
+		if !ok || checkName(name) != nil || !globMatch(match, name) {
+			continue
+		}
+		lock, seen := byLock[name]
+		if !seen {
+			names = append(names, name)
+		}
+		byLock[name] = lock || !queue
+	}
+	read, err := a.read(ctx, names, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := read[:0]
+	for _, n := range read {
+		key := n.Held || n.Marker || n.Foreign
+		if (byLock[n.Name] && key) || (!key && n.QueueLen > 0) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// nameOf returns the name of a lock key ("<prefix>:{<name>}") or queue key
+// ("<prefix>:{<name>}:q"); ok is false for the deadline hash and any other
+// key.
+func (a *Admin) nameOf(key string) (name string, queue, ok bool) {
+	rest, ok := strings.CutPrefix(key, a.prefix+":{")
+	switch {
+	case !ok:
+		return "", false, false
+	case strings.HasSuffix(rest, "}:q"):
+		return rest[:len(rest)-3], true, true
+	case strings.HasSuffix(rest, "}"):
+		return rest[:len(rest)-1], false, true
+	}
+	return "", false, false
+}

@@ -1,0 +1,183 @@
+// Command baton lists, inspects and force-releases baton locks in Redis.
+//
+// Usage:
+//
+//	baton [-addr host:port[,host:port...]] [-sentinel-master NAME] [-prefix baton] [-timeout 5s] VERB ...
+//
+// Verbs:
+//
+//	ls [-match GLOB]        one line per name: state, token, lease left, queue length
+//	show NAME               the holder, its token and lease, and the queue
+//	release -force NAME     take the lock from its holder (see below)
+//
+// release without -force refuses: it evicts a live holder, which goes on
+// working until it notices (at once with baton's held-key tracking, else at
+// its next renewal, within a third of its lease), and whose writes are then
+// refused only by a resource that checks fencing tokens. With -force the
+// lock goes to the first live queued session, as the holder's own release
+// would give it, or becomes free; tokens keep rising. A free name is left
+// as it is, and so is a key holding a value baton did not write.
+//
+// Redis Cluster is found from -addr as rueidis finds it; -sentinel-master
+// makes -addr the sentinels' addresses. Exit status: 0 success, 1 a Redis
+// error or a foreign value, 2 bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/batonlock/baton/admin"
+	"github.com/redis/rueidis"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitRedis = 1 // Redis failed or refused, or the key holds a foreign value
+	exitUsage = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: baton [flags] VERB ...
+
+verbs:
+  ls [-match GLOB]      list names (GLOB as in Redis SCAN MATCH; "*" spans "/")
+  show NAME             show a name's holder, token, lease and queue
+  release -force NAME   take the lock from its holder: the first queued
+                        session gets it, or it becomes free
+
+flags:
+`
+
+// config is what the global flags say.
+type config struct {
+	addrs    []string
+	master   string
+	prefix   string
+	timeout  time.Duration
+	out, err io.Writer
+}
+
+// run is the command: args are those after the program name. It returns
+// the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg := config{out: stdout, err: stderr}
+	fs := flag.NewFlagSet("baton", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:6379", "Redis address, or a comma-separated list (cluster nodes, or sentinels with -sentinel-master)")
+	fs.StringVar(&cfg.master, "sentinel-master", "", "the master's name: -addr lists sentinels")
+	fs.StringVar(&cfg.prefix, "prefix", "baton", "the key prefix of the locks (baton.Options.KeyPrefix)")
+	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "bound on connecting and on each Redis round of the verb")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	for a := range strings.SplitSeq(*addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.addrs = append(cfg.addrs, a)
+		}
+	}
+	switch {
+	case len(cfg.addrs) == 0:
+		return cfg.usageError(fs, "-addr is empty")
+	case cfg.timeout <= 0:
+		return cfg.usageError(fs, "-timeout must be positive")
+	case strings.ContainsAny(cfg.prefix, "{}"):
+		return cfg.usageError(fs, "-prefix must not contain '{' or '}'")
+	case fs.NArg() == 0:
+		return cfg.usageError(fs, "missing verb")
+	}
+	verb, rest := fs.Arg(0), fs.Args()[1:]
+	var do func(a *admin.Admin) int
+	var code int
+	switch verb {
+	case "ls":
+		do, code = cfg.parseLs(rest)
+	case "show":
+		do, code = cfg.parseShow(rest)
+	case "release":
+		do, code = cfg.parseRelease(rest)
+	case "help":
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return exitOK
+	default:
+		return cfg.usageError(fs, fmt.Sprintf("unknown verb %q", verb))
+	}
+	if do == nil {
+		return code
+	}
+	a, closeFn, err := cfg.connect()
+	if err != nil {
+		fmt.Fprintf(stderr, "baton: %v\n", err)
+		return cfg.exitCode(err)
+	}
+	defer closeFn()
+	return do(a)
+}
+
+func (cfg *config) usageError(fs *flag.FlagSet, msg string) int {
+	fmt.Fprintf(cfg.err, "baton: %s\n", msg)
+	fs.Usage()
+	return exitUsage
+}
+
+// connect makes the rueidis client and the Admin on it.
+func (cfg *config) connect() (*admin.Admin, func(), error) {
+	opt := rueidis.ClientOption{
+		InitAddress: cfg.addrs,
+		// Nothing here is read twice: no client-side cache.
+		DisableCache:     true,
+		ConnWriteTimeout: cfg.timeout,
+	}
+	opt.Dialer.Timeout = cfg.timeout
+	if cfg.master != "" {
+		opt.Sentinel = rueidis.SentinelOption{MasterSet: cfg.master}
+	}
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", strings.Join(cfg.addrs, ","), err)
+	}
+	a, err := admin.New(rc, cfg.prefix)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return a, rc.Close, nil
+}
+
+// ctx bounds one Redis round of a verb.
+func (cfg *config) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), cfg.timeout)
+}
+
+// exitCode maps an error of admin to an exit status: a name or pattern
+// admin refuses is bad usage, anything else came from Redis.
+func (cfg *config) exitCode(err error) int {
+	if errors.Is(err, admin.ErrInvalidName) || errors.Is(err, admin.ErrInvalidPattern) || errors.Is(err, admin.ErrInvalidPrefix) {
+		return exitUsage
+	}
+	return exitRedis
+}
+
+// fail reports err and returns its exit status.
+func (cfg *config) fail(err error) int {
+	fmt.Fprintf(cfg.err, "baton: %v\n", err)
+	return cfg.exitCode(err)
+}

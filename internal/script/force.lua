@@ -1,0 +1,30 @@
+-- KEYS: lock, queue, deadlines
+-- ARGV: grant channel (see release), name
+-- Takes the lock from its holder, whoever that is, exactly as the holder's
+-- own release would: the first live queued session gets it with a new
+-- fence and is told (the evicted holder's session too, if it is queued:
+-- nothing is skipped), or the key becomes a released marker keeping the
+-- last fence, so tokens keep rising. A free key (missing or a marker) and a
+-- value baton did not write are left as they are.
+-- Returns {action, the value before (or ''), its PTTL, queue length, grantee, fence}:
+--   "granted": grantee and its fence; "freed": fence is the marker's;
+--   "none": the name was free, fence is the marker's (or '');
+--   "foreign": not written by baton (value truncated to 256 bytes; "<type>"
+--   for a key that is not a string).
+--@common
+local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local ty = redis.call('TYPE', k).ok
+if ty ~= 'string' and ty ~= 'none' then return {'foreign', '<' .. ty .. '>', redis.call('PTTL', k), 0, '', ''} end
+local v = redis.call('GET', k)
+local pttl = redis.call('PTTL', k)
+local n = redis.call('LLEN', q)
+local owner, last = parse(v)
+if owner == false then return {'foreign', string.sub(v, 1, 256), pttl, n, '', ''} end
+if not owner then
+  local f = ''
+  if last then f = fmt(last) end
+  return {'none', v or '', pttl, n, '', f}
+end
+local h, g = release(k, q, d, last, nil, ARGV[1], ARGV[2])
+if h then return {'granted', v, pttl, n, h, fmt(g)} end
+return {'freed', v, pttl, n, '', fmt(last)}
