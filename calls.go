@@ -32,13 +32,19 @@ type attempt struct {
 // attempt skips that (most find the lock free, and a queued session is
 // woken by its grant).
 func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attempt, error) {
-	args := []string{s.member, s.leaseMs, boolArg(req.queue), s.c.viaName(n.name), n.name}
-	p := script.Pipe{OptIn: req.track && s.c.tracking && s.c.replicas == 0, Replicas: s.c.replicas, Timeout: s.c.replicaTimeout}
+	sc, args := script.Acquire, []string{n.member, s.leaseMs, boolArg(req.queue), s.c.via(n), n.name}
+	sem := n.id.kind == semKind
+	if sem {
+		sc, args = script.SemAcquire, append(args, strconv.Itoa(n.limit))
+	}
+	// Permits are not tracked: every acquisition of any permit changes
+	// their hash, and a waiter is woken by its grant or its timer.
+	p := script.Pipe{OptIn: req.track && s.c.tracking && s.c.replicas == 0 && !sem, Replicas: s.c.replicas, Timeout: s.c.replicaTimeout}
 	rc := s.c.cc
 	if p.OptIn {
 		rc = s.c.rc // the connection that receives the invalidations
 	}
-	res, acked := script.Run(ctx, rc, p, script.Acquire, n.keys.list(), args)
+	res, acked := script.Run(ctx, rc, p, sc, n.keys.list(), args)
 	for try := 1; retryable(ctx, res.Error()) && (rc == s.c.cc || !staleConn(res.Error())) || s.movedOn(ctx, res.Error(), try); try++ {
 		// rueidis reads an idle connection of c.cc only when a call waits
 		// on it, so each connection that died meanwhile (a restart, a
@@ -53,7 +59,7 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 			}
 			pause(ctx, min(time.Duration(try)*time.Millisecond, 20*time.Millisecond))
 		}
-		res, acked = script.Run(ctx, rc, p, script.Acquire, n.keys.list(), args)
+		res, acked = script.Run(ctx, rc, p, sc, n.keys.list(), args)
 	}
 	vals, single, err := script.Ints(res)
 	if single {
@@ -64,12 +70,15 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONFOREIGN") {
 			return attempt{}, fmt.Errorf("%w: key %s holds %s", ErrForeignValue, n.keys.lock, strings.TrimPrefix(re.Error(), "BATONFOREIGN "))
 		}
+		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONLIMIT") {
+			return attempt{}, fmt.Errorf("%w: semaphore %q is in use with limit %s, this Semaphore has limit %d",
+				ErrLimitMismatch, truncate(n.name), strings.TrimPrefix(re.Error(), "BATONLIMIT "), n.limit)
+		}
 		return attempt{}, err
 	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3) && p.Replicas > 0 && acked < int64(p.Replicas):
 		// Undo: a failover could lose this write and let another client in.
-		owner := s.member + ":" + strconv.FormatInt(vals[1], 10)
-		ures, _ := script.Run(context.WithoutCancel(ctx), s.c.rc, script.Pipe{}, script.Release, n.keys.list(),
-			[]string{owner, s.member, s.leaseMs, "0", s.c.viaName(n.name), n.name, s.lingerMs})
+		c := s.scriptCall(n, &request{kind: releaseCall, owner: n.owner(uint64(vals[1])), mode: "0"})
+		ures, _ := script.Run(context.WithoutCancel(ctx), s.c.rc, script.Pipe{}, c.Script, c.Keys, c.Args)
 		return attempt{}, errors.Join(fmt.Errorf("%w: %d of %d replicas acknowledged %q within %v",
 			ErrNotReplicated, max(acked, 0), p.Replicas, truncate(n.name), p.Timeout), ures.Error())
 	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3):
@@ -108,10 +117,17 @@ func retryable(ctx context.Context, err error) bool {
 
 // scriptCall is the script call of a release or dequeue request.
 func (s *Session) scriptCall(n *name, req *request) script.Call {
+	sem := n.id.kind == semKind
 	if req.kind == dequeueCall {
-		return script.Call{Script: script.Dequeue, Keys: n.keys.list(), Args: []string{s.member, s.c.viaName(n.name), n.name}}
+		if sem {
+			return script.Call{Script: script.SemDequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name, strconv.Itoa(n.limit)}}
+		}
+		return script.Call{Script: script.Dequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name}}
 	}
-	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, s.member, s.leaseMs, req.mode, s.c.viaName(n.name), n.name, s.lingerMs}}
+	if sem {
+		return script.Call{Script: script.SemRelease, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs, strconv.Itoa(n.limit)}}
+	}
+	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs}}
 }
 
 // callRelease runs the release script, trying again after passing failures
@@ -130,7 +146,7 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 	for try := 1; ; try++ {
 		sent = time.Now()
 		res, _ := script.Run(ctx, rc, script.Pipe{}, c.Script, c.Keys, c.Args)
-		o, err = releaseResult(res, req.owner, lost)
+		o, err = releaseResult(res, req.owner, lost, n.id.kind == semKind)
 		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
 			return o, sent, err
 		}
@@ -161,8 +177,9 @@ func (s *Session) callDequeue(ctx context.Context, n *name, req *request, until 
 }
 
 // releaseResult reads a release reply. After a try whose reply was lost,
-// "not ours" with our own free marker in the key counts as released.
-func releaseResult(res rueidis.RedisResult, owner string, lost error) (releaseOutcome, error) {
+// "not ours" with our own free marker in the key counts as released; a
+// permit (sem) leaves no marker, so its field gone then is not known.
+func releaseResult(res rueidis.RedisResult, owner string, lost error, sem bool) (releaseOutcome, error) {
 	m, err := res.ToMessage()
 	if err != nil {
 		return releaseOutcome{}, err
@@ -183,6 +200,8 @@ func releaseResult(res rueidis.RedisResult, owner string, lost error) (releaseOu
 		switch code {
 		case -1:
 			switch v, _ := arr[1].ToString(); {
+			case lost != nil && sem:
+				o.lostReply = lost
 			case lost == nil || v == "":
 			case v == "~"+fenceOf(owner):
 				o.code = 0
@@ -214,7 +233,7 @@ func fenceOf(owner string) string {
 // caller waits: network errors, and Redis errors that pass with time
 // (loading a dataset, failover, resharding).
 func transient(err error) bool {
-	if errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrForeignValue) {
+	if errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrForeignValue) || errors.Is(err, ErrLimitMismatch) {
 		return false
 	}
 	re, ok := rueidis.IsRedisErr(err)

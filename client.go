@@ -119,6 +119,9 @@ type Client struct {
 	admin          *admin.Admin
 	stats          counters
 
+	semMu   sync.Mutex         // protects semSubs and their fields; taken after a session's mutex
+	semSubs map[string]*semSub // Redis Cluster: grant subscriptions of semaphores, by name
+
 	mu       sync.Mutex // protects sessions, nsess, closed
 	sessions map[string]*Session
 	nsess    int
@@ -354,7 +357,7 @@ func (c *Client) newSession(lease time.Duration) *Session {
 		},
 		leaseMs:  strconv.FormatInt(lease.Milliseconds(), 10),
 		lingerMs: strconv.FormatInt((lease / 2).Milliseconds(), 10),
-		names:    make(map[string]*name),
+		names:    make(map[nameID]*name),
 		done:     make(chan struct{}),
 		quiet:    make(chan struct{}, 1),
 	}

@@ -57,3 +57,63 @@ func TestHolderCrash(t *testing.T) {
 		t.Fatalf("waiter needed %v, more than lease %v + 1s", took, lease)
 	}
 }
+
+// TestSemaphoreHolderCrash: a process holding one of two permits is
+// SIGKILLed while the other is held and a waiter is queued; the waiter gets
+// the permit within the lease plus a small margin.
+func TestSemaphoreHolderCrash(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = time.Second
+	name := uniqueName(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+srv.Addr()+" "+name+" "+lease.String()+" 2")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child: %q %v", line, err)
+	}
+	a := newClient(t, srv, Options{LeaseTTL: lease})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	ma, _ := a.Semaphore(name, 2)
+	mine, err := ma.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Unlock(ctx)
+	mb, _ := b.Semaphore(name, 2)
+	qb := onQueue(b)
+	got := make(chan error, 1)
+	go func() {
+		l, err := mb.Acquire(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, qb, 5*time.Second, "waiter to queue")
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cmd.Wait()
+	if err := waitFor(t, got, 10*time.Second, "waiter"); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(killed)
+	t.Logf("waiter acquired %v after the holder was killed (lease %v)", took, lease)
+	if took > lease+time.Second {
+		t.Fatalf("waiter needed %v, more than lease %v + 1s", took, lease)
+	}
+	if err := mine.Err(); err != nil {
+		t.Fatalf("the live holder's permit: %v", err)
+	}
+}

@@ -42,6 +42,11 @@
 // deadlines of the session's queue entries, so a crashed waiter drops out of
 // the queue within one lease.
 //
+// A Semaphore (Client.Semaphore) lets up to its limit of holders in at once
+// with the same machinery: its permits are *Lock values, queued, granted,
+// renewed and lost as locks are, kept in one hash per name
+// ("<prefix>:s:{<name>}") whose fence tokens rise across all permits.
+//
 // Each name a session uses is one state machine (name.go), which decides
 // every step from events (replies, grant messages, invalidations, timers,
 // cancels, Close) with one script call in flight at a time; the rest of

@@ -35,6 +35,11 @@ var (
 	// with '}'.
 	ErrInvalidName = errors.New("baton: invalid lock name")
 
+	// ErrLimitMismatch means a Semaphore's limit differs from the limit
+	// that the semaphore's current holders and waiters use; the message
+	// names both.
+	ErrLimitMismatch = errors.New("baton: semaphore limit mismatch")
+
 	// ErrInvalidOptions means Options or SessionOptions hold a value out of
 	// range; the message names the field.
 	ErrInvalidOptions = errors.New("baton: invalid options")

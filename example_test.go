@@ -100,3 +100,29 @@ func ExampleLock_Token() {
 		log.Print("lost the lock while working; the write may have been refused")
 	}
 }
+
+func ExampleSemaphore() {
+	c, err := baton.New(baton.Options{
+		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	// At most 3 exports at once, across every process of the fleet.
+	exports, err := c.Semaphore("exports", 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	permit, err := exports.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer permit.Unlock(context.Background())
+	// Run the export with permit.Context(), which ends if the permit is
+	// lost; permit.Token() fences its writes.
+	fmt.Println("exporting with token", permit.Token())
+}

@@ -24,9 +24,11 @@ type hold struct {
 }
 
 // checkHold asks for a renewal of the hold at at, which tells whether the
-// key is still ours and has Redis track it from then on.
+// key is still ours and has Redis track it from then on. Permits are not
+// tracked (every acquisition of any permit changes their hash): their loss
+// shows at the next renewal.
 func (n *name) checkHold(at time.Time, e *effects) {
-	if h := n.hold; n.r.track && n.st == held && (h.checkAt.IsZero() || at.Before(h.checkAt)) {
+	if h := n.hold; n.r.track && n.id.kind == lockKind && n.st == held && (h.checkAt.IsZero() || at.Before(h.checkAt)) {
 		h.checkAt, e.check = at, true
 	}
 }
@@ -46,7 +48,7 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	// Hand the lock to the next goroutine of this session without Redis,
 	// at most CohortLimit-1 times in a row and for at most cohortWindow, so
 	// queued sessions get a turn soon also when holds are long.
-	if len(n.waiters) > 0 && h.passes+1 < n.r.cohort && now.Sub(h.since) < cohortWindow && !h.suspect &&
+	if len(n.waiters) > 0 && h.passes+1 < n.cohort() && now.Sub(h.since) < cohortWindow && !h.suspect &&
 		!n.r.closed && h.deadline.Sub(now) > n.r.margin {
 		h.passes++
 		n.handHead(h, h.passes, now, Handoff, &e)

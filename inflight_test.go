@@ -248,7 +248,7 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 		}
 		s := a.Session()
 		s.mu.Lock()
-		recheck := time.Until(s.names[name].recheck)
+		recheck := time.Until(s.names[nameID{name: name}].recheck)
 		s.mu.Unlock()
 		lb.Unlock(ctx) // lost: its key is gone; wakes nobody
 		t.Fatalf("the lock is free (DEL replied %q) and a's waiter was told, but it sleeps on: next look in %v", reply[:n], recheck.Round(time.Millisecond))
@@ -260,7 +260,7 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 // script for name is in flight.
 func waitBusy(t *testing.T, s *Session, name string) {
 	t.Helper()
-	waitSession(t, s, func() bool { return s.names[name] != nil && s.names[name].st == acquiring },
+	waitSession(t, s, func() bool { return s.names[nameID{name: name}] != nil && s.names[nameID{name: name}].st == acquiring },
 		func() string { return "no acquire in flight" })
 }
 

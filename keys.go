@@ -27,9 +27,27 @@ func newKeys(prefix, name string) keys {
 
 func (k *keys) list() []string { return k.all[:] }
 
+// newSemKeys returns the keys of semaphore name: its hash
+// "<prefix>:s:{<name>}" (see internal/script/semcommon.lua) in the lock
+// key's place, then its queue and deadlines. The hash tag is the name's,
+// so a semaphore and a lock of one name share a slot, and the ":s:" keeps
+// their keys apart.
+func newSemKeys(prefix, name string) keys {
+	q := prefix + ":s:{" + name + "}:q"
+	k := keys{lock: q[:len(q)-2], queue: q}
+	k.dead = k.lock + ":d"
+	k.all = [3]string{k.lock, k.queue, k.dead}
+	return k
+}
+
 // grantChannel is a name's shard channel on Redis Cluster, in the slot of
 // its keys.
 func grantChannel(prefix, name string) string { return prefix + ":g:{" + name + "}" }
+
+// semGrantChannel is a semaphore's shard channel on Redis Cluster: one per
+// name, which every permit slot of a session listens on through one
+// subscription.
+func semGrantChannel(prefix, name string) string { return prefix + ":g:s:{" + name + "}" }
 
 // checkName rejects names that cannot be locked safely. A name beginning
 // with "}" would make the hash tag empty, and Redis Cluster would then

@@ -95,7 +95,7 @@ func TestLingerLapses(t *testing.T) {
 	const lease = 300 * time.Millisecond // linger 150 ms, ticks every 100 ms
 	name, b, lc := lingerSetup(t, srv, lease)
 	s := b.Session()
-	waitSession(t, s, func() bool { return s.names[name] == nil },
+	waitSession(t, s, func() bool { return s.names[nameID{name: name}] == nil },
 		func() string { return "b never forgot its lapsed linger" })
 	ctx := ctxTimeout(t, 5*time.Second)
 	if err := lc.Unlock(ctx); err != nil {

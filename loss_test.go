@@ -278,7 +278,7 @@ func TestNoHandoffAfterDataLoss(t *testing.T) {
 	srv.Do(t, "FLUSHALL") // Redis loses every lock
 	// Wait until a has heard of the flush (tracking pushes it).
 	s := a.Session()
-	waitSession(t, s, func() bool { n := s.names[name]; return n != nil && n.st == held && n.hold.suspect },
+	waitSession(t, s, func() bool { n := s.names[nameID{name: name}]; return n != nil && n.st == held && n.hold.suspect },
 		func() string { return "a never heard of the flush" })
 	lb, err := b.TryLock(ctx, name)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,8 +92,9 @@ func redisOpt(f func(*rueidisOption)) rueidisOption {
 const childEnv = "BATON_TEST_CHILD"
 
 // runChild is a holder process for TestHolderCrash: it takes the lock
-// named in BATON_TEST_CHILD ("addr name lease"), says so on stdout, and
-// waits to be killed.
+// named in BATON_TEST_CHILD ("addr name lease"), or with a fourth field
+// ("addr name lease limit") a permit of that semaphore, says so on stdout,
+// and waits to be killed.
 func runChild() int {
 	f := strings.Fields(os.Getenv(childEnv))
 	lease, _ := time.ParseDuration(f[2])
@@ -101,7 +103,18 @@ func runChild() int {
 		fmt.Println("error:", err)
 		return 1
 	}
-	if _, err := c.Lock(context.Background(), f[1]); err != nil {
+	acquire := func() error { _, err := c.Lock(context.Background(), f[1]); return err }
+	if len(f) > 3 {
+		limit, _ := strconv.Atoi(f[3])
+		acquire = func() error {
+			m, err := c.Semaphore(f[1], limit)
+			if err == nil {
+				_, err = m.Acquire(context.Background())
+			}
+			return err
+		}
+	}
+	if err := acquire(); err != nil {
 		fmt.Println("error:", err)
 		return 1
 	}

@@ -52,11 +52,32 @@ type rules struct {
 	stats   *counters
 }
 
-// name is a session's state for one lock name. It is guarded by the
-// session's mutex and lives while it is not idle, has waiters, or may
-// have left something of ours in Redis (dirty).
+// kind says what a machine stands for.
+type kind uint8
+
+const (
+	lockKind kind = iota // a lock name
+	semKind              // one permit slot of a session for a semaphore name
+)
+
+// nameID identifies a machine in its session. A lock has one machine per
+// name; a semaphore has one per permit slot the session uses (slot 0 to
+// limit-1), each holding at most one permit, so Redis sees each slot as a
+// holder and a queue entry of its own.
+type nameID struct {
+	name string
+	kind kind
+	slot int
+}
+
+// name is a session's state for one lock name or one semaphore permit
+// slot. It is guarded by the session's mutex and lives while it is not
+// idle, has waiters, or may have left something of ours in Redis (dirty).
 type name struct {
-	name    string
+	name    string // the lock's or the semaphore's name
+	id      nameID
+	member  string // our identity in Redis: the session's member, "<member>.<slot>" for a permit slot
+	limit   int    // semaphore: its number of permits
 	keys    keys
 	r       *rules
 	s       *Session // for the shell; nil in tests of the machine alone
@@ -427,7 +448,18 @@ func (n *name) settle(now time.Time) (e effects) {
 }
 
 func (n *name) owner(fence uint64) string {
-	return n.r.member + ":" + strconv.FormatUint(fence, 10)
+	return n.member + ":" + strconv.FormatUint(fence, 10)
+}
+
+// cohort is how many goroutines of the session may hold one grant in turn.
+// A permit slot never passes its hold locally: tokens rise across every
+// permit of the name, and a local pass's token (fence<<10 | pass) would
+// fall below a newer fence issued to another slot meanwhile.
+func (n *name) cohort() int {
+	if n.id.kind == semKind {
+		return 1
+	}
+	return n.r.cohort
 }
 
 // staleGrace is how long a waiter lets a grant message arrive after its key

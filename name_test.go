@@ -70,7 +70,7 @@ type sim struct {
 func newSim(t *testing.T, seed uint64, cohort int) *sim {
 	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: time.Unix(1e9, 0), counted: map[*Lock]bool{}, seed: seed}
 	r := &rules{member: "us", lease: simLease, margin: simLease/30 + 10*time.Millisecond, cohort: cohort, stats: &s.stats}
-	s.n = &name{name: "n", r: r}
+	s.n = &name{name: "n", member: r.member, r: r}
 	return s
 }
 
@@ -92,7 +92,7 @@ func (s *sim) fail(format string, args ...any) {
 func (s *sim) apply(e effects) {
 	if n := s.n; e.forget && n.st == idle && len(n.waiters) == 0 && e.call == nil {
 		s.logf("forget")
-		s.n = &name{name: n.name, r: n.r}
+		s.n = &name{name: n.name, member: n.member, r: n.r}
 	}
 	if e.call != nil {
 		if s.call != nil {

@@ -11,7 +11,8 @@ import (
 )
 
 // A grant message, published by release scripts on the grantee's client
-// channel, reads "<fence> <member> <name>".
+// channel, reads "<fence> <member> <name>"; the member of a semaphore's
+// permit slot is "<session member>.<slot>".
 func (c *Client) onMessage(m rueidis.PubSubMessage) {
 	read := time.Now()
 	fs, rest, ok1 := strings.Cut(m.Message, " ")
@@ -20,19 +21,35 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 	if !ok1 || !ok2 || err != nil || !strings.HasPrefix(member, c.id) {
 		return // on a shard channel, grants to other clients
 	}
-	s := c.session(member)
+	id := nameID{name: lname}
+	smember := member
+	if sm, slot, ok := strings.Cut(member, "."); ok {
+		k, err := strconv.Atoi(slot)
+		if err != nil || k < 0 || k >= MaxSemaphoreLimit {
+			return
+		}
+		smember, id.kind, id.slot = sm, semKind, k
+	}
+	s := c.session(smember)
 	if s == nil {
 		// A session of ours that has closed: pass the lock on.
 		c.spawn(func(ctx context.Context) {
-			k := newKeys(c.prefix, lname)
-			script.Run(ctx, c.rc, script.Pipe{}, script.Release, k.list(), []string{member + ":" + fs, member,
-				strconv.FormatInt(c.def.lease.Milliseconds(), 10), "0", c.viaName(lname), lname, "0"})
+			k, sc := newKeys(c.prefix, lname), script.Release
+			via := c.viaName(lname)
+			if id.kind == semKind {
+				k, sc = newSemKeys(c.prefix, lname), script.SemRelease
+				if c.sharded {
+					via = "S:" + semGrantChannel(c.prefix, lname)
+				}
+			}
+			script.Run(ctx, c.rc, script.Pipe{}, sc, k.list(), []string{member + ":" + fs, member,
+				strconv.FormatInt(c.def.lease.Milliseconds(), 10), "0", via, lname, "0", "0"})
 		})
 		return
 	}
 	g := grant{fence: fence, read: read}
 	var n *name
-	req, e := s.transitionName(lname, func(m *name, now time.Time) effects {
+	req, e := s.transitionName(id, func(m *name, now time.Time) effects {
 		n = m
 		return m.granted(g, now)
 	})
@@ -116,7 +133,15 @@ func (c *Client) subscribe() {
 	}
 }
 
-// via says how release scripts announce grants for ns: on the grantee's
+// via says how scripts announce grants for n's name; see viaName.
+func (c *Client) via(n *name) string {
+	if c.sharded && n.id.kind == semKind {
+		return "S:" + semGrantChannel(c.prefix, n.name)
+	}
+	return c.viaName(n.name)
+}
+
+// viaName says how release scripts announce grants for lock name: on the grantee's
 // client channel, or on Redis Cluster on the name's shard channel, which the
 // key's own node delivers (a classic PUBLISH crosses the cluster bus, which
 // Redis 7.0 sends without TCP_NODELAY: tens of ms).

@@ -16,8 +16,8 @@ const maxBatch = 256
 // checkSlack is how early a hold's check may go with others.
 const checkSlack = 20 * time.Millisecond
 
-// renewal is one name in a renewal batch: a held key ("h") to extend or a
-// queue entry ("w") to keep alive.
+// renewal is one name in a renewal batch: a held key ("h") or permit
+// ("p") to extend, or a queue entry ("w") to keep alive.
 type renewal struct {
 	s     *Session
 	n     *name
@@ -304,12 +304,16 @@ func renewCall(g []renewal, track bool) script.Call {
 	args := make([]string, 0, 3*len(g))
 	for _, r := range g {
 		lease := r.s.leaseMs
-		if r.owner != "" {
+		switch {
+		case r.owner != "" && r.n.id.kind == semKind:
+			keys = append(keys, r.n.keys.lock)
+			args = append(args, "p", r.owner, lease)
+		case r.owner != "":
 			keys = append(keys, r.n.keys.lock)
 			args = append(args, kind, r.owner, lease)
-		} else {
+		default:
 			keys = append(keys, r.n.keys.queue, r.n.keys.dead)
-			args = append(args, "w", r.s.member, lease)
+			args = append(args, "w", r.n.member, lease)
 		}
 	}
 	return script.Call{Script: script.Renew, Keys: keys, Args: args}

@@ -119,7 +119,7 @@ func TestHolderToldOfKeyChange(t *testing.T) {
 func waitTracked(t *testing.T, s *Session, name string) {
 	t.Helper()
 	waitSession(t, s, func() bool {
-		n := s.names[name]
+		n := s.names[nameID{name: name}]
 		return n != nil && n.st == held && n.hold.deadline.After(n.hold.since.Add(s.lease-s.margin))
 	}, func() string { return "no renewal after the acquisition" })
 }

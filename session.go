@@ -29,7 +29,7 @@ type Session struct {
 	lingerMs string // how long a lingering release keeps us queued (lease/2), in ms
 
 	mu        sync.Mutex // protects names, rules.closed, nextRenew, retry and every name and Lock of the session
-	names     map[string]*name
+	names     map[nameID]*name
 	track     []*name // names whose hold has a checkAt, for the renewal loop
 	nextRenew time.Time
 	retry     backoff.BackOff // paces renewal after failures; nil while renewals succeed
@@ -53,7 +53,9 @@ type HeldLock struct {
 	Deadline   time.Time // local lease deadline: lost then unless renewed
 }
 
-// Held lists the locks the session holds now.
+// Held lists the locks the session holds now. A Semaphore's permits are
+// listed too, one entry each, under the semaphore's name (their Owner
+// tokens name the permit slot: "<ID>.<slot>:<fence>").
 func (s *Session) Held() []HeldLock {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,6 +168,12 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 	if err := checkName(lname); err != nil {
 		return nil, err
 	}
+	return s.acquireOn(ctx, lname, wait, func() (*name, error) { return s.nameLocked(nameID{name: lname}, 0), nil })
+}
+
+// acquireOn is Lock (wait) or TryLock of lname on the machine pick
+// returns; pick runs with s.mu held, once the session is known open.
+func (s *Session) acquireOn(ctx context.Context, lname string, wait bool, pick func() (*name, error)) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("baton: lock %q: %w", truncate(lname), err)
 	}
@@ -184,9 +192,13 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 		start = time.Now()
 	}
 	s.mu.Lock()
-	switch n = s.nameLocked(lname); {
-	case s.closed:
+	if s.closed {
 		err = ErrClosed
+	} else {
+		n, err = pick()
+	}
+	switch {
+	case err != nil:
 	case wait:
 		w = &waiter{wake: make(chan struct{}, 1)}
 		e := n.join(w, time.Now())
@@ -208,16 +220,6 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 		s.c.observeCall(ctx, lname, wait, w, start, l, err)
 	}
 	return l, err
-}
-
-// nameLocked returns the machine of name, made if new; s.mu is held.
-func (s *Session) nameLocked(lname string) *name {
-	n := s.names[lname]
-	if n == nil {
-		n = &name{name: lname, keys: newKeys(s.c.prefix, lname), r: &s.rules, s: s}
-		s.names[lname] = n
-	}
-	return n
 }
 
 // tryLock makes TryLock's single attempt req.
@@ -461,14 +463,14 @@ func wake(c chan struct{}) {
 func (s *Session) ID() string { return s.member }
 
 // Waiting returns, per name, how many goroutines of the session wait in
-// Lock now.
+// Lock (or a Semaphore's Acquire, under its name) now.
 func (s *Session) Waiting() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]int)
 	for _, n := range s.names {
 		if k := len(n.waiters); k > 0 {
-			out[n.name] = k
+			out[n.name] += k
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -91,23 +92,43 @@ func (s *Session) transition(n *name, t func(now time.Time) effects) (*request, 
 	return s.afterLocked(n, &e), e
 }
 
-// transitionName is transition for the machine of lname, made if new
-// (a grant can be the first we hear of a name).
-func (s *Session) transitionName(lname string, t func(n *name, now time.Time) effects) (*request, effects) {
+// transitionName is transition for the machine of id, made if new (a
+// grant can be the first we hear of a name).
+func (s *Session) transitionName(id nameID, t func(n *name, now time.Time) effects) (*request, effects) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.nameLocked(lname)
+	n := s.names[id]
+	if n == nil {
+		n = s.nameLocked(id, s.semLimitLocked(id))
+	}
 	e := t(n, time.Now())
 	return s.afterLocked(n, &e), e
 }
 
-// each applies t to the machine of lname, if any, or with lname empty to
-// every machine of the session, and carries out the effects as step does.
+// nameLocked returns the machine of id, made if new (a semaphore's with
+// limit permits; 0 if not known); s.mu is held.
+func (s *Session) nameLocked(id nameID, limit int) *name {
+	n := s.names[id]
+	if n == nil {
+		n = &name{name: id.name, id: id, member: s.member, keys: newKeys(s.c.prefix, id.name), r: &s.rules, s: s}
+		if id.kind == semKind {
+			n.member = s.member + "." + strconv.Itoa(id.slot)
+			n.keys = newSemKeys(s.c.prefix, id.name)
+			n.limit = limit
+		}
+		s.names[id] = n
+	}
+	return n
+}
+
+// each applies t to the machine of lock lname, if any, or with lname
+// empty to every machine of the session, and carries out the effects as
+// step does.
 func (s *Session) each(lname string, t func(n *name) effects) {
 	var a after
 	s.mu.Lock()
 	if lname != "" {
-		if n := s.names[lname]; n != nil {
+		if n := s.names[nameID{name: lname}]; n != nil {
 			a.add(s, n, t(n))
 		}
 	} else {
@@ -194,15 +215,19 @@ func (s *Session) await(ctx context.Context, call func(ctx context.Context)) boo
 // its grant subscription, scheduling a check of its hold) and returns the
 // call to make, if any; s.mu is held.
 func (s *Session) afterLocked(n *name, e *effects) *request {
-	if e.forget && n.st == idle && len(n.waiters) == 0 && s.names[n.name] == n {
-		delete(s.names, n.name)
+	if e.forget && n.st == idle && len(n.waiters) == 0 && s.names[n.id] == n {
+		delete(s.names, n.id)
 		if n.unsub != nil {
 			n.unsub()
 			n.unsub = nil
 		}
 	}
 	if e.sub && n.unsub == nil {
-		n.unsub = s.subscribeGrants(n)
+		if n.id.kind == semKind {
+			n.unsub = s.subscribeSemLocked(n, e)
+		} else {
+			n.unsub = s.subscribeGrants(n)
+		}
 	}
 	if e.check {
 		// The renewal loop looks at the names in s.track.

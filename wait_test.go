@@ -83,7 +83,7 @@ func waitLocalWaiters(t *testing.T, s *Session, name string, n int) {
 	got := 0
 	waitSession(t, s, func() bool {
 		got = 0
-		if ns := s.names[name]; ns != nil {
+		if ns := s.names[nameID{name: name}]; ns != nil {
 			got = len(ns.waiters)
 		}
 		return got == n

@@ -4,13 +4,26 @@
 -- and value its owner token; "H" also reads the key after extending it, so
 -- that Redis tracks it for the caller (our own write ended that). Kind
 -- "w": KEYS[i], KEYS[i+1] are a queue and its deadlines, and value our
--- member.
+-- member. Kind "p": KEYS[i] is a semaphore hash and value a permit's owner
+-- token "<member>:<fence>": the member's field must hold that fence, and
+-- its deadline moves to now + lease.
 -- Returns one integer per triple: 1 renewed, 0 no longer ours (or not queued).
 local out = {}
 local k = 1
 for i = 1, #ARGV, 3 do
   local kind, val, lease = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  if kind ~= 'w' then
+  if kind == 'p' then
+    local m, f = string.match(val, '^(.*):(%d+)$')
+    local v = m and redis.call('HGET', KEYS[k], m)
+    if v and string.match(v, '^(%d+):') == f then
+      redis.call('HSET', KEYS[k], m, f .. ':' .. fmt(now() + lease))
+      keep(KEYS[k], lease)
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
+    k = k + 1
+  elseif kind ~= 'w' then
     if redis.call('GET', KEYS[k]) == val then
       redis.call('PEXPIRE', KEYS[k], ARGV[i + 2])
       if kind == 'H' then redis.call('PTTL', KEYS[k]) end

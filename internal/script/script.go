@@ -9,8 +9,11 @@
 // queue of waiting sessions "<prefix>:{<name>}:q" and their deadlines
 // "<prefix>:{<name>}:d" (member -> "<deadline ms>:<lease ms>"). They share
 // the name's hash tag, so one script may touch them all on Redis Cluster.
-// Renew takes such keys for many names of one slot. Each script's header
-// says its ARGV and its reply.
+// Renew takes such keys for many names of one slot. The semaphore scripts
+// (SemAcquire, SemRelease, SemDequeue) take a semaphore's hash
+// "<prefix>:s:{<name>}" (see semcommon.lua) in the lock key's place, then
+// its queue and deadlines. Each script's header says its ARGV and its
+// reply.
 package script
 
 import (
@@ -37,6 +40,14 @@ var (
 	renewLua string
 	//go:embed force.lua
 	forceLua string
+	//go:embed semcommon.lua
+	semcommonLua string
+	//go:embed semacquire.lua
+	semacquireLua string
+	//go:embed semrelease.lua
+	semreleaseLua string
+	//go:embed semdequeue.lua
+	semdequeueLua string
 )
 
 // The scripts.
@@ -46,6 +57,10 @@ var (
 	Dequeue = newScript(dequeueLua) // leave a queue, passing on what was granted meanwhile
 	Renew   = newScript(renewLua)   // extend held locks and queue entries of many names
 	Force   = newScript(forceLua)   // take a lock from its holder (admin), granting it as Release does
+
+	SemAcquire = newScript(semacquireLua, semcommonLua) // take a permit of a semaphore, or queue for one
+	SemRelease = newScript(semreleaseLua, semcommonLua) // return a permit, granting free ones FIFO
+	SemDequeue = newScript(semdequeueLua, semcommonLua) // leave a semaphore's queue, passing on a permit granted meanwhile
 )
 
 // Script is a Lua script sent by SHA1, and in full only when the server
@@ -56,12 +71,13 @@ type Script struct {
 	sha string
 }
 
-// newScript puts the shared helpers where body says --@common, or at its
-// top.
-func newScript(body string) *Script {
-	src := commonLua + body
+// newScript puts the shared helpers (common.lua, then more, such as the
+// semaphore helpers) where body says --@common, or at its top.
+func newScript(body string, more ...string) *Script {
+	helpers := commonLua + strings.Join(more, "")
+	src := helpers + body
 	if before, after, ok := strings.Cut(body, "--@common\n"); ok {
-		src = before + commonLua + after
+		src = before + helpers + after
 	}
 	sum := sha1.Sum([]byte(src))
 	return &Script{Src: src, sha: hex.EncodeToString(sum[:])}

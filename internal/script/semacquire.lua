@@ -1,0 +1,45 @@
+-- Takes a permit of a semaphore, or queues for one.
+-- KEYS: semaphore hash, queue, deadlines
+-- ARGV: member (a session's permit slot), lease ms, wait (1: join the
+-- queue when busy), grant channel (see release), name, limit
+-- Returns {1, fence} when a permit was taken,
+--         {3, fence} when member held one already (kept, with a full lease),
+--         {0, wait ms, the last fence issued, queue position or -1} when no
+--           permit is free for us; wait runs to the soonest holder deadline,
+--         an error "BATONLIMIT <stored>" when the semaphore is in use with
+--           another limit.
+--@common
+local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local member, lease, wait, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[6])
+local live, soonest, last, lim = semscan(k)
+if lim ~= limit then
+  if lim and (live > 0 or redis.call('LINDEX', q, 0)) then
+    return redis.error_reply('BATONLIMIT ' .. fmt(lim))
+  end
+  -- Nobody holds or waits: the limit is ours to set.
+  redis.call('HSET', k, '#l', ARGV[6])
+end
+local v = redis.call('HGET', k, member)
+if v then
+  -- Granted to us by a release whose message we have not read, or left by
+  -- a release of ours that failed, or taken by an attempt of ours that ran
+  -- late: keep it with its token, and a full lease.
+  local f = string.match(v, '^(%d+):')
+  redis.call('HSET', k, member, f .. ':' .. fmt(now() + lease))
+  keep(k, lease)
+  redis.call('LREM', q, 0, member)
+  redis.call('HDEL', d, member)
+  return {3, tonumber(f)}
+end
+-- Free permits go to the sessions queued before us first.
+local reached
+live, last, reached = semserve(k, q, d, live, last, limit, nil, member, ARGV[4], ARGV[5])
+if reached or live < limit then
+  redis.call('HDEL', d, member)
+  return {1, semput(k, member, last, lease)}
+end
+local pos = -1
+if wait then pos = enqueue(q, d, member, lease) end
+local ms = lease
+if soonest then ms = soonest - now() end
+return {0, ms, last or 0, pos}

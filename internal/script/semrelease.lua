@@ -1,0 +1,45 @@
+-- Returns a permit of a semaphore, granting free permits to queued
+-- sessions in FIFO order.
+-- KEYS: semaphore hash, queue, deadlines
+-- ARGV: owner token ("<member>:<fence>"), member, lease ms, mode, grant
+-- channel (see release), name, linger ms, limit (used when none is stored).
+-- Modes as release.lua's: "0" release; "1" this slot still has waiters:
+-- take a permit again with a new fence once the sessions queued before are
+-- served, else queue; "2" (linger): when the permit went to another
+-- session and none is left, queue this slot too for linger ms.
+-- Returns {0} when released,
+--         {-1, member's field or ''} when the permit is not ours,
+--         {1, lingering (0/1)} when granted to another session (mode 1: we
+--           are queued again),
+--         {2, fence} when taken again for this slot's waiters.
+--@common
+local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local member, lease, mode = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local v = redis.call('HGET', k, member)
+if not v or string.match(v, '^(%d+):') ~= string.match(ARGV[1], ':(%d+)$') then
+  return {-1, v or ''}
+end
+redis.call('HDEL', k, member)
+local live, _, last, lim = semscan(k)
+local limit = lim or tonumber(ARGV[8])
+if mode == '1' then
+  local reached
+  live, last, reached = semserve(k, q, d, live, last, limit, nil, member, ARGV[5], ARGV[6])
+  if reached or live < limit then
+    redis.call('HDEL', d, member)
+    return {2, semput(k, member, last, lease)}
+  end
+  enqueue(q, d, member, lease)
+  return {1, 0}
+end
+local before = live
+live = semserve(k, q, d, live, last, limit, member, nil, ARGV[5], ARGV[6])
+if live > before then
+  if mode == '2' and live >= limit then
+    enqueue(q, d, member, lease, tonumber(ARGV[7]))
+    return {1, 1}
+  end
+  return {1, 0}
+end
+semidle(k, q, live)
+return {0}
