@@ -495,7 +495,7 @@ type Stats struct {
 	Acquired      uint64 // locks returned by Lock and TryLock, by any path
 	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
 	Granted       uint64 // of those, granted by another session's release
-	Waits         uint64 // Lock calls that had to wait
+	Waits         uint64 // Lock calls that went to sleep before they got the lock (Waiting events that ended in Acquired)
 	Timeouts      uint64 // Lock calls that gave up because ctx ended
 	Lost          uint64 // held locks lost before Unlock
 	RenewalErrors uint64 // renewal round trips that failed and were retried

@@ -218,19 +218,20 @@ func TestObserverEvents(t *testing.T) {
 		r  *recorder
 		st Stats
 	}{{ra, a.Stats()}, {rb, b.Stats()}} {
-		var acq, hand, grant, lostN uint64
+		var acq, hand, grant, lostN, waits uint64
 		for _, ev := range c.r.all() {
 			switch {
 			case ev.Kind == Acquired:
 				acq++
 				hand += b2u(ev.How == Handoff)
 				grant += b2u(ev.How == Granted)
+				waits += b2u(ev.Queued)
 			case ev.Kind == Lost:
 				lostN++
 			}
 		}
-		if acq != c.st.Acquired || hand != c.st.LocalHandoffs || grant != c.st.Granted || lostN != c.st.Lost {
-			t.Errorf("events: acquired %d, hand-offs %d, granted %d, lost %d; Stats %+v", acq, hand, grant, lostN, c.st)
+		if acq != c.st.Acquired || hand != c.st.LocalHandoffs || grant != c.st.Granted || lostN != c.st.Lost || waits != c.st.Waits {
+			t.Errorf("events: acquired %d, hand-offs %d, granted %d, lost %d, waited %d; Stats %+v", acq, hand, grant, lostN, waits, c.st)
 		}
 	}
 }

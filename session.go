@@ -314,7 +314,7 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 		case refused != nil:
 			return s.leave(n, w, true, fmt.Errorf("baton: lock %q: subscribe to its grant channel: %w", truncate(n.name), refused))
 		case l != nil:
-			if w.tries > 1 || l.h.waited {
+			if w.slept {
 				s.c.stats.waits.Add(1)
 			}
 			return l, nil
