@@ -33,9 +33,12 @@ type attempt struct {
 // woken by its grant).
 func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attempt, error) {
 	sc, args := script.Acquire, []string{n.member, s.leaseMs, boolArg(req.queue), s.c.via(n), n.name}
-	sem := n.id.kind == semKind
-	if sem {
+	sem := n.id.kind.permit()
+	switch n.id.kind {
+	case semKind:
 		sc, args = script.SemAcquire, append(args, strconv.Itoa(n.limit))
+	case electKind:
+		sc, args = script.SemAcquire, append(args, "1", s.c.announce(n.name), req.value)
 	}
 	// Permits are not tracked: every acquisition of any permit changes
 	// their hash, and a waiter is woken by its grant or its timer.
@@ -117,15 +120,19 @@ func retryable(ctx context.Context, err error) bool {
 
 // scriptCall is the script call of a release or dequeue request.
 func (s *Session) scriptCall(n *name, req *request) script.Call {
-	sem := n.id.kind == semKind
+	sem := n.id.kind.permit()
+	ann := ""
+	if n.id.kind == electKind {
+		ann = s.c.announce(n.name)
+	}
 	if req.kind == dequeueCall {
 		if sem {
-			return script.Call{Script: script.SemDequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name, strconv.Itoa(n.limit)}}
+			return script.Call{Script: script.SemDequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name, strconv.Itoa(n.limit), ann}}
 		}
 		return script.Call{Script: script.Dequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name}}
 	}
 	if sem {
-		return script.Call{Script: script.SemRelease, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs, strconv.Itoa(n.limit)}}
+		return script.Call{Script: script.SemRelease, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs, strconv.Itoa(n.limit), ann}}
 	}
 	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs}}
 }
@@ -146,7 +153,7 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 	for try := 1; ; try++ {
 		sent = time.Now()
 		res, _ := script.Run(ctx, rc, script.Pipe{}, c.Script, c.Keys, c.Args)
-		o, err = releaseResult(res, req.owner, lost, n.id.kind == semKind)
+		o, err = releaseResult(res, req.owner, lost, n.id.kind.permit())
 		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
 			return o, sent, err
 		}

@@ -119,8 +119,9 @@ type Client struct {
 	admin          *admin.Admin
 	stats          counters
 
-	semMu   sync.Mutex         // protects semSubs and their fields; taken after a session's mutex
-	semSubs map[string]*semSub // Redis Cluster: grant subscriptions of semaphores, by name
+	semMu     sync.Mutex           // protects semSubs, electSubs and their fields; taken after a session's mutex
+	semSubs   map[string]*semSub   // Redis Cluster: grant subscriptions of semaphores, by name
+	electSubs map[string]*electSub // event subscriptions of observed elections, by name
 
 	mu       sync.Mutex // protects sessions, nsess, closed
 	sessions map[string]*Session

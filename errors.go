@@ -40,6 +40,10 @@ var (
 	// names both.
 	ErrLimitMismatch = errors.New("baton: semaphore limit mismatch")
 
+	// ErrNoLeader means that nobody leads an election: no campaign holds
+	// it, or its leader's lease ran out.
+	ErrNoLeader = errors.New("baton: no leader")
+
 	// ErrInvalidOptions means Options or SessionOptions hold a value out of
 	// range; the message names the field.
 	ErrInvalidOptions = errors.New("baton: invalid options")

@@ -126,3 +126,42 @@ func ExampleSemaphore() {
 	// lost; permit.Token() fences its writes.
 	fmt.Println("exporting with token", permit.Token())
 }
+
+func ExampleElection() {
+	c, err := baton.New(baton.Options{
+		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	e, err := c.Election("scheduler")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// Follow the leader: the current one first, then each change.
+	go func() {
+		for l := range e.Observe(ctx) {
+			if l == (baton.Leader{}) {
+				log.Print("nobody leads")
+				continue
+			}
+			log.Printf("%s leads with token %d", l.Value, l.Token)
+		}
+	}()
+
+	// Lead: blocks until this process leads.
+	lead, err := e.Campaign(ctx, "host-a:8080")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Schedule jobs with lead.Context(), which ends if leadership is lost;
+	// lead.Token() fences their writes. Unlock resigns: the next
+	// campaigner leads at once.
+	fmt.Println("leading with token", lead.Token())
+	lead.Unlock(context.Background())
+}

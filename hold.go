@@ -28,7 +28,7 @@ type hold struct {
 // tracked (every acquisition of any permit changes their hash): their loss
 // shows at the next renewal.
 func (n *name) checkHold(at time.Time, e *effects) {
-	if h := n.hold; n.r.track && n.id.kind == lockKind && n.st == held && (h.checkAt.IsZero() || at.Before(h.checkAt)) {
+	if h := n.hold; n.r.track && !n.id.kind.permit() && n.st == held && (h.checkAt.IsZero() || at.Before(h.checkAt)) {
 		h.checkAt, e.check = at, true
 	}
 }
@@ -59,7 +59,9 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	case n.r.closed:
 	case len(n.waiters) > 0:
 		mode = "1"
-	case h.waited && linger:
+	case h.waited && linger && n.id.kind != electKind:
+		// (Never for an election: a lingering entry could be granted
+		// leadership, which observers would see, for nobody.)
 		// Contended: this session will likely want the lock again soon.
 		// Queue it now at no extra cost; the entry lapses at n.linger.to
 		// unless a waiter comes.

@@ -40,6 +40,23 @@ func newSemKeys(prefix, name string) keys {
 	return k
 }
 
+// newElectKeys returns the keys of election name: its hash
+// "<prefix>:e:{<name>}" (a semaphore's hash of limit 1 that also holds
+// the campaigns' values), then its queue and deadlines, apart from the
+// keys of the lock and the semaphore of the same name.
+func newElectKeys(prefix, name string) keys {
+	q := prefix + ":e:{" + name + "}:q"
+	k := keys{lock: q[:len(q)-2], queue: q}
+	k.dead = k.lock + ":d"
+	k.all = [3]string{k.lock, k.queue, k.dead}
+	return k
+}
+
+// electChannel is where an election's scripts announce each change of its
+// leader: a classic channel, or on Redis Cluster a shard channel in the
+// slot of its keys (the hash tag is the name's).
+func electChannel(prefix, name string) string { return prefix + ":e:{" + name + "}:ev" }
+
 // grantChannel is a name's shard channel on Redis Cluster, in the slot of
 // its keys.
 func grantChannel(prefix, name string) string { return prefix + ":g:{" + name + "}" }

@@ -93,8 +93,9 @@ const childEnv = "BATON_TEST_CHILD"
 
 // runChild is a holder process for TestHolderCrash: it takes the lock
 // named in BATON_TEST_CHILD ("addr name lease"), or with a fourth field
-// ("addr name lease limit") a permit of that semaphore, says so on stdout,
-// and waits to be killed.
+// ("addr name lease limit") a permit of that semaphore, or with "elect"
+// there leadership of that election (campaigning with "child"), says so
+// on stdout, and waits to be killed.
 func runChild() int {
 	f := strings.Fields(os.Getenv(childEnv))
 	lease, _ := time.ParseDuration(f[2])
@@ -104,7 +105,16 @@ func runChild() int {
 		return 1
 	}
 	acquire := func() error { _, err := c.Lock(context.Background(), f[1]); return err }
-	if len(f) > 3 {
+	switch {
+	case len(f) > 3 && f[3] == "elect":
+		acquire = func() error {
+			e, err := c.Election(f[1])
+			if err == nil {
+				_, err = e.Campaign(context.Background(), "child")
+			}
+			return err
+		}
+	case len(f) > 3:
 		limit, _ := strconv.Atoi(f[3])
 		acquire = func() error {
 			m, err := c.Semaphore(f[1], limit)

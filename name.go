@@ -56,14 +56,22 @@ type rules struct {
 type kind uint8
 
 const (
-	lockKind kind = iota // a lock name
-	semKind              // one permit slot of a session for a semaphore name
+	lockKind  kind = iota // a lock name
+	semKind               // one permit slot of a session for a semaphore name
+	electKind             // one campaign slot of a session for an election name (a semaphore of 1)
 )
+
+// permit reports whether k is a semaphore's kind of machine (a semaphore's
+// or an election's slot): its hash holds permits, it is not tracked, and it
+// never passes a hold locally.
+func (k kind) permit() bool { return k != lockKind }
 
 // nameID identifies a machine in its session. A lock has one machine per
 // name; a semaphore has one per permit slot the session uses (slot 0 to
 // limit-1), each holding at most one permit, so Redis sees each slot as a
-// holder and a queue entry of its own.
+// holder and a queue entry of its own; an election (a semaphore of 1) has
+// one per Campaign call in progress or leading, so that each has its own
+// member and value in Redis.
 type nameID struct {
 	name string
 	kind kind
@@ -76,8 +84,9 @@ type nameID struct {
 type name struct {
 	name    string // the lock's or the semaphore's name
 	id      nameID
-	member  string // our identity in Redis: the session's member, "<member>.<slot>" for a permit slot
-	limit   int    // semaphore: its number of permits
+	member  string // our identity in Redis: the session's member, "<member>.<slot>" for a permit slot, "<member>.e<slot>" for a campaign slot
+	limit   int    // semaphore: its number of permits (1 for an election)
+	value   string // election: the campaign's value, sent by each acquire call
 	keys    keys
 	r       *rules
 	s       *Session // for the shell; nil in tests of the machine alone
@@ -174,7 +183,7 @@ func (n *name) poll(w *waiter, now time.Time) (l *Lock, req *request, at time.Ti
 	}
 	w.tries++
 	n.stale = false
-	return nil, n.start(acquiring, request{kind: acquireCall, queue: queue, track: w.tries > 1, from: n.st}), time.Time{}, nil
+	return nil, n.start(acquiring, request{kind: acquireCall, queue: queue, track: w.tries > 1, from: n.st, value: n.value}), time.Time{}, nil
 }
 
 // try starts TryLock's single attempt, or says why it cannot.
@@ -456,7 +465,7 @@ func (n *name) owner(fence uint64) string {
 // permit of the name, and a local pass's token (fence<<10 | pass) would
 // fall below a newer fence issued to another slot meanwhile.
 func (n *name) cohort() int {
-	if n.id.kind == semKind {
+	if n.id.kind.permit() {
 		return 1
 	}
 	return n.r.cohort

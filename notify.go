@@ -12,7 +12,8 @@ import (
 
 // A grant message, published by release scripts on the grantee's client
 // channel, reads "<fence> <member> <name>"; the member of a semaphore's
-// permit slot is "<session member>.<slot>".
+// permit slot is "<session member>.<slot>", of an election's campaign
+// slot "<session member>.e<slot>".
 func (c *Client) onMessage(m rueidis.PubSubMessage) {
 	read := time.Now()
 	fs, rest, ok1 := strings.Cut(m.Message, " ")
@@ -24,26 +25,33 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 	id := nameID{name: lname}
 	smember := member
 	if sm, slot, ok := strings.Cut(member, "."); ok {
+		id.kind = semKind
+		if e, ok := strings.CutPrefix(slot, "e"); ok {
+			id.kind, slot = electKind, e // an election's campaign slot: "<member>.e<slot>"
+		}
 		k, err := strconv.Atoi(slot)
 		if err != nil || k < 0 || k >= MaxSemaphoreLimit {
 			return
 		}
-		smember, id.kind, id.slot = sm, semKind, k
+		smember, id.slot = sm, k
 	}
 	s := c.session(smember)
 	if s == nil {
 		// A session of ours that has closed: pass the lock on.
 		c.spawn(func(ctx context.Context) {
 			k, sc := newKeys(c.prefix, lname), script.Release
-			via := c.viaName(lname)
-			if id.kind == semKind {
+			via, ann := c.viaName(lname), ""
+			switch id.kind {
+			case semKind:
 				k, sc = newSemKeys(c.prefix, lname), script.SemRelease
-				if c.sharded {
-					via = "S:" + semGrantChannel(c.prefix, lname)
-				}
+			case electKind:
+				k, sc, ann = newElectKeys(c.prefix, lname), script.SemRelease, c.announce(lname)
+			}
+			if c.sharded && id.kind.permit() {
+				via = "S:" + semGrantChannel(c.prefix, lname)
 			}
 			script.Run(ctx, c.rc, script.Pipe{}, sc, k.list(), []string{member + ":" + fs, member,
-				strconv.FormatInt(c.def.lease.Milliseconds(), 10), "0", via, lname, "0", "0"})
+				strconv.FormatInt(c.def.lease.Milliseconds(), 10), "0", via, lname, "0", "0", ann})
 		})
 		return
 	}
@@ -135,7 +143,7 @@ func (c *Client) subscribe() {
 
 // via says how scripts announce grants for n's name; see viaName.
 func (c *Client) via(n *name) string {
-	if c.sharded && n.id.kind == semKind {
+	if c.sharded && n.id.kind.permit() {
 		return "S:" + semGrantChannel(c.prefix, n.name)
 	}
 	return c.viaName(n.name)

@@ -305,7 +305,7 @@ func renewCall(g []renewal, track bool) script.Call {
 	for _, r := range g {
 		lease := r.s.leaseMs
 		switch {
-		case r.owner != "" && r.n.id.kind == semKind:
+		case r.owner != "" && r.n.id.kind.permit():
 			keys = append(keys, r.n.keys.lock)
 			args = append(args, "p", r.owner, lease)
 		case r.owner != "":

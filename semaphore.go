@@ -125,6 +125,9 @@ func firstOf(i, k int) int {
 // the session knows it (0 if none does, or id is a lock), for a machine a
 // grant makes; s.mu is held.
 func (s *Session) semLimitLocked(id nameID) int {
+	if id.kind == electKind {
+		return 1
+	}
 	if id.kind != semKind {
 		return 0
 	}

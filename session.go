@@ -55,7 +55,9 @@ type HeldLock struct {
 
 // Held lists the locks the session holds now. A Semaphore's permits are
 // listed too, one entry each, under the semaphore's name (their Owner
-// tokens name the permit slot: "<ID>.<slot>:<fence>").
+// tokens name the permit slot: "<ID>.<slot>:<fence>"), and so is an
+// Election's leadership, under the election's name (Owner
+// "<ID>.e<slot>:<fence>", the slot being the campaign's).
 func (s *Session) Held() []HeldLock {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -463,7 +465,8 @@ func wake(c chan struct{}) {
 func (s *Session) ID() string { return s.member }
 
 // Waiting returns, per name, how many goroutines of the session wait in
-// Lock (or a Semaphore's Acquire, under its name) now.
+// Lock (or a Semaphore's Acquire, or an Election's Campaign, under its
+// name) now.
 func (s *Session) Waiting() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

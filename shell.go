@@ -39,6 +39,7 @@ type request struct {
 	fence uint64 // release of a stray grant: its fence
 	mode  string // release: "0" release, "1" keep or requeue for our waiters, "2" linger
 	rc    bool   // release: contended, so on the tracking client, whose writes (NOLOOP) do not wake our waiters
+	value string // election acquire: the campaign's value
 	until time.Time
 }
 
@@ -111,10 +112,15 @@ func (s *Session) nameLocked(id nameID, limit int) *name {
 	n := s.names[id]
 	if n == nil {
 		n = &name{name: id.name, id: id, member: s.member, keys: newKeys(s.c.prefix, id.name), r: &s.rules, s: s}
-		if id.kind == semKind {
+		switch id.kind {
+		case semKind:
 			n.member = s.member + "." + strconv.Itoa(id.slot)
 			n.keys = newSemKeys(s.c.prefix, id.name)
 			n.limit = limit
+		case electKind:
+			n.member = s.member + ".e" + strconv.Itoa(id.slot)
+			n.keys = newElectKeys(s.c.prefix, id.name)
+			n.limit = 1
 		}
 		s.names[id] = n
 	}
@@ -223,7 +229,7 @@ func (s *Session) afterLocked(n *name, e *effects) *request {
 		}
 	}
 	if e.sub && n.unsub == nil {
-		if n.id.kind == semKind {
+		if n.id.kind.permit() {
 			n.unsub = s.subscribeSemLocked(n, e)
 		} else {
 			n.unsub = s.subscribeGrants(n)

@@ -12,8 +12,9 @@
 // Renew takes such keys for many names of one slot. The semaphore scripts
 // (SemAcquire, SemRelease, SemDequeue) take a semaphore's hash
 // "<prefix>:s:{<name>}" (see semcommon.lua) in the lock key's place, then
-// its queue and deadlines. Each script's header says its ARGV and its
-// reply.
+// its queue and deadlines; so do they for an election's hash
+// "<prefix>:e:{<name>}", given its announce channel. ElectRead takes an
+// election's hash alone. Each script's header says its ARGV and its reply.
 package script
 
 import (
@@ -48,6 +49,8 @@ var (
 	semreleaseLua string
 	//go:embed semdequeue.lua
 	semdequeueLua string
+	//go:embed electread.lua
+	electreadLua string
 )
 
 // The scripts.
@@ -61,6 +64,7 @@ var (
 	SemAcquire = newScript(semacquireLua, semcommonLua) // take a permit of a semaphore, or queue for one
 	SemRelease = newScript(semreleaseLua, semcommonLua) // return a permit, granting free ones FIFO
 	SemDequeue = newScript(semdequeueLua, semcommonLua) // leave a semaphore's queue, passing on a permit granted meanwhile
+	ElectRead  = newScript(electreadLua)                // read an election's leader and its value
 )
 
 // Script is a Lua script sent by SHA1, and in full only when the server

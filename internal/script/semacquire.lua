@@ -1,7 +1,11 @@
 -- Takes a permit of a semaphore, or queues for one.
 -- KEYS: semaphore hash, queue, deadlines
 -- ARGV: member (a session's permit slot), lease ms, wait (1: join the
--- queue when busy), grant channel (see release), name, limit
+-- queue when busy), grant channel (see release), name, limit, and for an
+-- election its announce channel and the campaign's value (see
+-- semcommon.lua; announce "" for a plain semaphore). An election's value
+-- is written on every attempt, before the permit is taken or the member
+-- queued, so that a holder always has one.
 -- Returns {1, fence} when a permit was taken,
 --         {3, fence} when member held one already (kept, with a full lease),
 --         {0, wait ms, the last fence issued, queue position or -1} when no
@@ -11,7 +15,8 @@
 --@common
 local k, q, d = KEYS[1], KEYS[2], KEYS[3]
 local member, lease, wait, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[6])
-local live, soonest, last, lim = semscan(k)
+local ann = ARGV[7] or ''
+local live, soonest, last, lim, vals = semscan(k)
 if lim ~= limit then
   if lim and (live > 0 or redis.call('LINDEX', q, 0)) then
     return redis.error_reply('BATONLIMIT ' .. fmt(lim))
@@ -19,6 +24,7 @@ if lim ~= limit then
   -- Nobody holds or waits: the limit is ours to set.
   redis.call('HSET', k, '#l', ARGV[6])
 end
+if ann ~= '' then electvalue(k, d, vals, member, ARGV[8], 2 * lease) end
 local v = redis.call('HGET', k, member)
 if v then
   -- Granted to us by a release whose message we have not read, or left by
@@ -33,10 +39,12 @@ if v then
 end
 -- Free permits go to the sessions queued before us first.
 local reached
-live, last, reached = semserve(k, q, d, live, last, limit, nil, member, ARGV[4], ARGV[5])
+live, last, reached = semserve(k, q, d, live, last, limit, nil, member, ARGV[4], ARGV[5], ann)
 if reached or live < limit then
   redis.call('HDEL', d, member)
-  return {1, semput(k, member, last, lease)}
+  local f = semput(k, member, last, lease)
+  announceHolder(k, ann, f, lease, member)
+  return {1, f}
 end
 local pos = -1
 if wait then pos = enqueue(q, d, member, lease) end

@@ -3,20 +3,30 @@
 -- "#l" (the limit) and one field per holder member, "<fence>:<deadline
 -- ms>" (server time). Its queue q and deadlines d are a lock's. Invariant
 -- after every script: a live queued member means every permit is taken.
+-- An election is a semaphore of limit 1 whose hash also holds each
+-- campaigner's value as "#v:<member>"; its scripts get an announce
+-- argument ann ("P:<channel>" to PUBLISH, "S:<channel>" to SPUBLISH; ""
+-- for a plain semaphore) and publish every change of holder there:
+-- "<fence> <lease ms left> <member> <value>" for a new holder, "~<last
+-- fence>" once nobody holds. Fields beginning with '#' are never holders.
 
 -- semscan drops expired holders and returns the number of live ones, the
--- soonest deadline among them (nil if none), the last fence and the limit
--- stored (nil if none).
+-- soonest deadline among them (nil if none), the last fence, the limit
+-- stored (nil if none) and the members that have an election value.
 local function semscan(k)
   local all = redis.call('HGETALL', k)
   local t = now()
-  local live, soonest, last, lim = 0, nil, nil, nil
+  local live, soonest, last, lim, vals = 0, nil, nil, nil, {}
   for i = 1, #all, 2 do
     local f, v = all[i], all[i + 1]
     if f == '#f' then
       last = tonumber(v)
     elseif f == '#l' then
       lim = tonumber(v)
+    elseif string.sub(f, 1, 3) == '#v:' then
+      vals[#vals + 1] = string.sub(f, 4)
+    elseif string.sub(f, 1, 1) == '#' then
+      -- reserved
     else
       local dl = tonumber(string.match(v, ':(%d+)$'))
       if dl and dl > t then
@@ -27,7 +37,25 @@ local function semscan(k)
       end
     end
   end
-  return live, soonest, last, lim
+  return live, soonest, last, lim, vals
+end
+
+-- announce publishes an election's change of holder on ann (see above).
+local function announce(ann, msg)
+  if ann == '' then return end
+  if string.sub(ann, 1, 2) == 'S:' then
+    redis.call('SPUBLISH', string.sub(ann, 3), msg)
+  else
+    redis.call('PUBLISH', string.sub(ann, 3), msg)
+  end
+end
+
+-- announceHolder announces member as an election's holder under fence f
+-- for lease ms, with its value.
+local function announceHolder(k, ann, f, lease, member)
+  if ann == '' then return end
+  local v = redis.call('HGET', k, '#v:' .. member) or ''
+  announce(ann, fmt(f) .. ' ' .. fmt(lease) .. ' ' .. member .. ' ' .. v)
 end
 
 -- semput makes member a holder under a new fence above last, with a lease
@@ -41,17 +69,20 @@ local function semput(k, member, last, lease)
 end
 
 -- semserve grants free permits to the first live queued members in FIFO
--- order and announces each grant as common.lua's release does. It drops
--- skip's entries, and stops at self, who takes the next permit itself.
+-- order and announces each grant as common.lua's release does (and, for
+-- an election, on ann). It drops skip's entries, and stops at self, who
+-- takes the next permit itself. An election member without a value (its
+-- hash expired while it waited) is dropped too: it would lead without
+-- one; its session finds its entry gone and asks again, with the value.
 -- Returns the live count, the last fence and whether self was reached.
-local function semserve(k, q, d, live, last, limit, skip, self, via, name)
+local function semserve(k, q, d, live, last, limit, skip, self, via, name, ann)
   while live < limit do
     local h = redis.call('LPOP', q)
     if not h then break end
     local e = redis.call('HGET', d, h)
     if e then redis.call('HDEL', d, h) end
     if h == self then return live, last, true end
-    if e and h ~= skip then
+    if e and h ~= skip and (ann == '' or redis.call('HEXISTS', k, '#v:' .. h) == 1) then
       local dl, lease = string.match(e, '^(%d+):(%d+)')
       if dl and tonumber(dl) >= now() then
         last = semput(k, h, last, tonumber(lease))
@@ -61,6 +92,7 @@ local function semserve(k, q, d, live, last, limit, skip, self, via, name)
         else
           redis.call('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(h, 1, 32), msg)
         end
+        announceHolder(k, ann, last, tonumber(lease), h)
         live = live + 1
       end
     end
@@ -69,7 +101,24 @@ local function semserve(k, q, d, live, last, limit, skip, self, via, name)
 end
 
 -- semidle keeps the hash an hour once nobody holds or waits, so that its
--- fences keep rising.
-local function semidle(k, q, live)
+-- fences keep rising, and announces on ann that nobody holds.
+local function semidle(k, q, live, last, ann)
+  if live == 0 then announce(ann, '~' .. fmt(last or 0)) end
   if live == 0 and not redis.call('LINDEX', q, 0) then keep(k, 3600000) end
+end
+
+-- electvalue writes member's election value and drops the values of
+-- members that neither hold (vals as semscan returns them, after it
+-- dropped expired holders) nor wait with a live queue entry: campaigns
+-- whose sessions crashed or gave up unseen. The hash lives at least ttl ms.
+local function electvalue(k, d, vals, member, value, ttl)
+  redis.call('HSET', k, '#v:' .. member, value)
+  for _, m in ipairs(vals) do
+    if m ~= member and redis.call('HEXISTS', k, m) == 0 then
+      local e = redis.call('HGET', d, m)
+      local dl = e and tonumber(string.match(e, '^(%d+)'))
+      if not dl or dl < now() then redis.call('HDEL', k, '#v:' .. m) end
+    end
+  end
+  keep(k, ttl)
 end

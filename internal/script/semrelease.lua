@@ -2,7 +2,9 @@
 -- sessions in FIFO order.
 -- KEYS: semaphore hash, queue, deadlines
 -- ARGV: owner token ("<member>:<fence>"), member, lease ms, mode, grant
--- channel (see release), name, linger ms, limit (used when none is stored).
+-- channel (see release), name, linger ms, limit (used when none is stored),
+-- an election's announce channel ("" or absent for a plain semaphore; see
+-- semcommon.lua). A released election permit takes its value along.
 -- Modes as release.lua's: "0" release; "1" this slot still has waiters:
 -- take a permit again with a new fence once the sessions queued before are
 -- served, else queue; "2" (linger): when the permit went to another
@@ -20,20 +22,24 @@ if not v or string.match(v, '^(%d+):') ~= string.match(ARGV[1], ':(%d+)$') then
   return {-1, v or ''}
 end
 redis.call('HDEL', k, member)
+local ann = ARGV[9] or ''
 local live, _, last, lim = semscan(k)
 local limit = lim or tonumber(ARGV[8])
 if mode == '1' then
   local reached
-  live, last, reached = semserve(k, q, d, live, last, limit, nil, member, ARGV[5], ARGV[6])
+  live, last, reached = semserve(k, q, d, live, last, limit, nil, member, ARGV[5], ARGV[6], ann)
   if reached or live < limit then
     redis.call('HDEL', d, member)
-    return {2, semput(k, member, last, lease)}
+    local f = semput(k, member, last, lease)
+    announceHolder(k, ann, f, lease, member)
+    return {2, f}
   end
   enqueue(q, d, member, lease)
   return {1, 0}
 end
+if ann ~= '' then redis.call('HDEL', k, '#v:' .. member) end
 local before = live
-live = semserve(k, q, d, live, last, limit, member, nil, ARGV[5], ARGV[6])
+live, last = semserve(k, q, d, live, last, limit, member, nil, ARGV[5], ARGV[6], ann)
 if live > before then
   if mode == '2' and live >= limit then
     enqueue(q, d, member, lease, tonumber(ARGV[7]))
@@ -41,5 +47,5 @@ if live > before then
   end
   return {1, 0}
 end
-semidle(k, q, live)
+semidle(k, q, live, last, ann)
 return {0}

@@ -1,0 +1,275 @@
+package baton
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Observe returns a channel that receives the election's current leader,
+// then each change of leader, in order: a new leader (a new Token), or
+// the zero Leader once nobody leads. It listens for the changes the
+// election's scripts publish and reads Redis only when it subscribes
+// (first, and again after a reconnection, reporting what it finds then)
+// and when the current leader's lease runs out (a crashed leader
+// announces nothing), never polling otherwise.
+//
+// The channel holds one value: a reader that keeps up gets every change;
+// a slow one gets the latest leader, not a backlog. The channel is closed
+// (by a goroutine of the client, which Client.Close waits for) when ctx
+// ends or the client closes. If Redis cannot be read, nothing is sent
+// until it can. Observe is safe for concurrent use; Observe calls of one
+// client on one name share one subscription.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader, 1)
+	if !e.s.c.spawn(func(bg context.Context) {
+		defer close(out)
+		e.observe(ctx, bg, out)
+	}) {
+		close(out)
+	}
+	return out
+}
+
+// observe is Observe's goroutine: it joins the election's subscription,
+// reads the leader once subscribed (so nothing is missed in between),
+// then applies announcements in order, dropping stale ones, and reads
+// again after a resubscription and at the leader's lease end.
+func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
+	c := e.s.c
+	w := &watcher{wake: make(chan struct{}, 1)}
+	defer c.watchElection(e.name, w)()
+	var (
+		cur        leaderState
+		last       Leader // the last value sent
+		sent       bool   // anything sent yet
+		subscribed bool
+		bo         = newBackoff(e.s.lease)
+		timer      = time.NewTimer(time.Hour)
+	)
+	timer.Stop()
+	defer timer.Stop()
+	// arm sets the timer at the end of the current leader's lease, with a
+	// little slack: then a read tells whether it renewed.
+	arm := func() {
+		timer.Stop()
+		if cur.held {
+			timer.Reset(cur.left + 2*time.Millisecond)
+		}
+	}
+	send := func() {
+		if v := cur.leader; !sent || v != last {
+			sent, last = true, v
+			deliver(out, v)
+		}
+	}
+	for {
+		reread := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-bg.Done():
+			return
+		case <-w.wake:
+		case <-timer.C:
+			reread = true
+		}
+		evs, resub := w.take()
+		subscribed = subscribed || resub
+		if !subscribed {
+			continue
+		}
+		for _, ev := range evs {
+			if ev.after(cur) {
+				cur = ev
+				arm()
+				if sent {
+					send()
+				}
+			}
+		}
+		if !resub && !reread && sent {
+			continue
+		}
+		r, err := c.readLeader(ctx, e.name)
+		if err != nil {
+			// Try again later; the subscription goes on meanwhile.
+			timer.Reset(bo.NextBackOff())
+			continue
+		}
+		bo.Reset()
+		// What Redis holds now is the truth, also when it went back (the
+		// hash was deleted: nobody holds, and the last fence is lost):
+		// announcements older than what was applied stay behind it.
+		if !r.held && r.fence < cur.fence {
+			r.fence = cur.fence
+		}
+		cur = r
+		arm()
+		send()
+	}
+}
+
+// deliver puts v in out (capacity 1, sent to by one goroutine), replacing
+// a value the reader has not taken.
+func deliver(out chan Leader, v Leader) {
+	for {
+		select {
+		case out <- v:
+			return
+		default:
+		}
+		select {
+		case <-out:
+		default:
+		}
+	}
+}
+
+// maxPending bounds the announcements a watcher keeps for its goroutine;
+// past it, they are dropped and the goroutine reads Redis instead.
+const maxPending = 1024
+
+// watcher is the inbox of one Observe goroutine: the subscription loop
+// puts announcements and confirmations in, the goroutine takes them.
+type watcher struct {
+	mu     sync.Mutex    // protects events, resub
+	events []leaderState // announcements not yet taken, in arrival order
+	resub  bool          // a subscription was confirmed since the last take
+	wake   chan struct{} // size 1: merged wake-ups of the goroutine
+}
+
+// push adds an announcement, or with ev nil a confirmed subscription.
+func (w *watcher) push(ev *leaderState) {
+	w.mu.Lock()
+	switch {
+	case ev == nil || len(w.events) >= maxPending:
+		w.resub, w.events = true, w.events[:0]
+	default:
+		w.events = append(w.events, *ev)
+	}
+	w.mu.Unlock()
+	wake(w.wake)
+}
+
+// take returns what came since the last take.
+func (w *watcher) take() ([]leaderState, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	evs, resub := w.events, w.resub
+	w.events, w.resub = nil, false
+	return evs, resub
+}
+
+// electSub is the subscription to one election's announcements, shared
+// by every Observe goroutine of the client on that name: two Receive loops
+// on one channel would share a connection's subscription (see semSub).
+// The last watcher out stops it; a successor waits for it to end.
+type electSub struct {
+	watchers map[*watcher]struct{} // guarded by Client.semMu
+	ready    bool                  // guarded by Client.semMu: confirmed at least once
+	stopping bool                  // guarded by Client.semMu: cancelled
+	cancel   context.CancelFunc    // stops the loop
+	done     chan struct{}         // closed once the loop has ended
+}
+
+// watchElection adds w to lname's subscription, started if need be, and
+// returns the function that takes it out again. A subscription already
+// confirmed counts for w at once.
+func (c *Client) watchElection(lname string, w *watcher) func() {
+	c.semMu.Lock()
+	defer c.semMu.Unlock()
+	sub := c.electSubs[lname]
+	if sub == nil || sub.stopping {
+		prev := sub
+		sub = &electSub{watchers: make(map[*watcher]struct{}), done: make(chan struct{})}
+		if c.electSubs == nil {
+			c.electSubs = make(map[string]*electSub)
+		}
+		c.electSubs[lname] = sub
+		sub.cancel = c.runElectSub(lname, sub, prev)
+	}
+	sub.watchers[w] = struct{}{}
+	if sub.ready {
+		w.push(nil)
+	}
+	return func() {
+		c.semMu.Lock()
+		defer c.semMu.Unlock()
+		delete(sub.watchers, w)
+		if len(sub.watchers) == 0 && !sub.stopping {
+			sub.stopping = true
+			sub.cancel()
+		}
+	}
+}
+
+// runElectSub starts the goroutine that listens on lname's announcement
+// channel for sub's watchers, after prev's loop (if any) has ended, until
+// cancelled or the client closes; it subscribes again after failures,
+// and each confirmation makes the watchers read the leader again.
+// c.semMu is held.
+func (c *Client) runElectSub(lname string, sub *electSub, prev *electSub) context.CancelFunc {
+	ctx, cancel := context.WithCancel(c.bg)
+	ch := electChannel(c.prefix, lname)
+	ok := c.spawn(func(context.Context) {
+		defer c.electSubEnded(lname, sub)
+		if prev != nil {
+			select {
+			case <-prev.done:
+			case <-ctx.Done():
+				return
+			}
+		}
+		bo := newBackoff(time.Second)
+		kind := "subscribe"
+		cmd := func() rueidis.Completed { return c.rc.B().Subscribe().Channel(ch).Build() }
+		if c.sharded {
+			kind = "ssubscribe"
+			cmd = func() rueidis.Completed { return c.rc.B().Ssubscribe().Channel(ch).Build() }
+		}
+		for {
+			hctx := rueidis.WithOnSubscriptionHook(ctx, func(ps rueidis.PubSubSubscription) {
+				if ps.Kind == kind && ps.Channel == ch {
+					c.electNotify(sub, nil)
+				}
+			})
+			c.rc.Receive(hctx, cmd(), func(m rueidis.PubSubMessage) {
+				if ev, ok := parseElectEvent(m.Message); ok {
+					c.electNotify(sub, &ev)
+				}
+			})
+			if pause(ctx, bo.NextBackOff()); ctx.Err() != nil {
+				return
+			}
+		}
+	})
+	if !ok {
+		cancel()
+		close(sub.done)
+	}
+	return cancel
+}
+
+// electNotify hands an announcement (or with ev nil a confirmed
+// subscription) to sub's watchers.
+func (c *Client) electNotify(sub *electSub, ev *leaderState) {
+	c.semMu.Lock()
+	defer c.semMu.Unlock()
+	sub.ready = sub.ready || ev == nil
+	for w := range sub.watchers {
+		w.push(ev)
+	}
+}
+
+// electSubEnded forgets sub once its loop has ended.
+func (c *Client) electSubEnded(lname string, sub *electSub) {
+	c.semMu.Lock()
+	defer c.semMu.Unlock()
+	if c.electSubs[lname] == sub {
+		delete(c.electSubs, lname)
+	}
+	close(sub.done)
+}
