@@ -6,7 +6,7 @@ GO    ?= go
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BENCH_OUT ?= bench/results
 
-.PHONY: test bench bench-smoke bench-compare chaos soak fuzz deps vet
+.PHONY: test bench bench-failover bench-smoke bench-compare chaos soak fuzz deps vet
 
 # Tests start their own redis-server, replicas and sentinels, and run
 # chromium headless once; install them when missing (Debian/Ubuntu).
@@ -51,6 +51,11 @@ fuzz:
 
 bench: deps
 	cd bench && $(GO) run ./cmd/lockbench -scenarios standard -out ../$(BENCH_OUT)
+
+# Leader failover of baton's Election: 3 candidate processes, 4 Observe
+# readers, 20 rounds each way (~25 s).
+bench-failover: deps
+	cd bench && $(GO) run ./cmd/lockbench -scenarios failover -out ../$(BENCH_OUT)/failover
 
 # A short run of every scenario, for CI: checks the harness, not the numbers.
 bench-smoke: deps

@@ -46,6 +46,9 @@ type Config struct {
 	// names (zero: baton's defaults). Other libraries ignore them.
 	MinReplicas    int           `json:"min_replicas,omitempty"`
 	ReplicaTimeout time.Duration `json:"replica_timeout,omitempty"`
+	// Limit, when > 0, selects the semaphore libraries (SemaphoreNames):
+	// Lock then takes one of Limit permits of the semaphore called name.
+	Limit int `json:"limit,omitempty"`
 	// Dial, when set, becomes rueidis.ClientOption.DialCtxFn of the
 	// libraries built on rueidis (baton, rueidislock, polling): the
 	// holding scenario counts socket writes with it. Not sent to -procs
@@ -145,8 +148,12 @@ func Names() []string {
 	return append(out, rest...)
 }
 
-// Get returns the adapter for a library name.
+// Get returns the adapter for a library name: a lock library, or with
+// cfg.Limit > 0 a semaphore library.
 func Get(name string, cfg Config) (Adapter, error) {
+	if cfg.Limit > 0 {
+		return getSemaphore(name, cfg)
+	}
 	mu.Lock()
 	c, ok := registry[name]
 	mu.Unlock()

@@ -22,6 +22,7 @@ type ScenarioResult struct {
 	Deployment string                    `json:"deployment,omitempty"`
 	Metrics    []workload.Metrics        `json:"results,omitempty"`
 	Holding    []workload.HoldingMetrics `json:"holding,omitempty"`
+	Failover   *workload.FailoverMetrics `json:"failover,omitempty"`
 }
 
 // Run is the whole report.
@@ -56,23 +57,57 @@ func Header(w io.Writer, sr ScenarioResult) {
 			s.About, h.Locks, h.PeerLocks, h.LeaseTTL, h.Renew(), h.HoldFor(), on)
 		return
 	}
+	if f := s.Failover; f != nil {
+		if sr.Failover != nil {
+			f = &sr.Failover.Params
+		}
+		fmt.Fprintf(w, "%s: %d candidate processes, %d Observe readers (clients of the harness process), %d rounds each way, lease %v.%s\n\n",
+			s.About, f.Candidates, f.Observers, f.Rounds, f.Lease, on)
+		return
+	}
 	fmt.Fprintf(w, "%s: %s.%s\n\n", s.About, s.Params, on)
 }
 
-// Table writes one scenario's Markdown table and the notes under it.
+// Table writes one scenario's Markdown table and the notes under it. A
+// semaphore scenario's table has a "max holders" column (the most holders
+// of one semaphore seen at once; never more than the limit for a correct
+// semaphore) and "over limit" (acquisitions that found the limit reached)
+// in the place of "overlaps".
 func Table(w io.Writer, ms []workload.Metrics) {
-	fmt.Fprintln(w, "| library | acq/s | util | wait p50 | p99 | max | gap p50 | p99 | cmds/acq | CPU us/acq | Jain | overlaps |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	limit := 0
+	for _, m := range ms {
+		limit = max(limit, m.Limit)
+	}
+	if limit > 0 {
+		fmt.Fprintf(w, "| library | acq/s | util | wait p50 | p99 | max | gap p50 | p99 | cmds/acq | CPU us/acq | Jain | max holders (limit %d) | over limit |\n", limit)
+		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	} else {
+		fmt.Fprintln(w, "| library | acq/s | util | wait p50 | p99 | max | gap p50 | p99 | cmds/acq | CPU us/acq | Jain | overlaps |")
+		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	}
 	for _, m := range ms {
 		if m.SetupError != "" {
-			fmt.Fprintf(w, "| %s | error | | | | | | | | | | |\n", m.Library)
+			fmt.Fprintf(w, "| %s | error | | | | | | | | | | |%s\n", m.Library, map[bool]string{true: " |", false: ""}[limit > 0])
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | ",
 			m.Library, num(float64(m.AcqPerSec), 0), num(float64(m.Util), 2),
 			dur(m.WaitP50US), dur(m.WaitP99US), dur(m.WaitMaxUS),
 			dur(m.GapP50US), dur(m.GapP99US),
-			num(float64(m.CmdsPerAcq), 1), num(float64(m.CPUUSPerAcq), 1), num(float64(m.Jain), 3), m.Overlaps)
+			num(float64(m.CmdsPerAcq), 1), num(float64(m.CPUUSPerAcq), 1), num(float64(m.Jain), 3))
+		if limit > 0 {
+			holders := fmt.Sprint(m.MaxHolders)
+			if m.Limit > 0 && m.MaxHolders > int64(m.Limit) {
+				holders = "**" + holders + " (VIOLATION)**"
+			}
+			over := fmt.Sprint(m.Overlaps)
+			if m.Overlaps > 0 {
+				over = "**" + over + "**"
+			}
+			fmt.Fprintf(w, "%s | %s |\n", holders, over)
+		} else {
+			fmt.Fprintf(w, "%d |\n", m.Overlaps)
+		}
 	}
 	Notes(w, ms)
 	ReplicaComparison(w, ms)
@@ -138,12 +173,20 @@ func Notes(w io.Writer, ms []workload.Metrics) {
 		if m.SetupError != "" {
 			notes = append(notes, fmt.Sprintf("**%s**: setup failed: %s", m.Library, m.SetupError))
 		}
-		if m.Overlaps > 0 {
+		switch {
+		case m.Overlaps > 0 && m.Limit > 0:
+			notes = append(notes, fmt.Sprintf("**%s**: %d acquisitions OVER THE LIMIT (holder counter %d, intervals %d): up to %d holders of a semaphore of %d permits",
+				m.Library, m.Overlaps, m.OverlapsAtomic, m.OverlapsInterval, m.MaxHolders, m.Limit))
+		case m.Overlaps > 0:
 			notes = append(notes, fmt.Sprintf("**%s**: %d OVERLAPS (atomic counter %d, intervals %d): two holders of one name at once",
 				m.Library, m.Overlaps, m.OverlapsAtomic, m.OverlapsInterval))
 		}
 		if m.FencingViolations > 0 {
-			notes = append(notes, fmt.Sprintf("**%s**: %d fencing-token regressions (a later holder got a token <= its predecessor's)", m.Library, m.FencingViolations))
+			what := "a later holder got a token <= its predecessor's"
+			if m.Limit > 0 {
+				what = "an acquisition that began after another had returned got a token <= that one's, or two shared a token"
+			}
+			notes = append(notes, fmt.Sprintf("**%s**: %d fencing-token regressions (%s)", m.Library, m.FencingViolations, what))
 		}
 		for _, e := range sortedCounts(m.LockErrors) {
 			notes = append(notes, fmt.Sprintf("**%s**: Lock error x%d: %s", m.Library, e.n, e.k))
@@ -235,6 +278,42 @@ func HoldingTable(w io.Writer, hs []workload.HoldingMetrics) {
 	}
 }
 
+// FailoverTable writes the failover scenario's table: from the end of the
+// leader's term (its Unlock call; the SIGKILL of its process) to the next
+// leader's Campaign returning and to every Observe reader seeing it.
+func FailoverTable(w io.Writer, m workload.FailoverMetrics) {
+	if m.SetupError != "" {
+		fmt.Fprintf(w, "- **failover**: setup failed: %s\n", m.SetupError)
+		return
+	}
+	fmt.Fprintf(w, "| term ended by | rounds | next Campaign returns p50 | p90 | max | all %d readers saw it p50 | p90 | max | first reader p50 | Unlock call p50 |\n", m.Params.Observers)
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, r := range []struct {
+		name string
+		st   workload.FailoverStats
+	}{{"leader's Unlock", m.Resign}, {fmt.Sprintf("SIGKILL of the leader's process (lease %v)", m.Params.Lease), m.Kill}} {
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.name, r.st.Rounds,
+			dur(r.st.CampaignP50US), dur(r.st.CampaignP90US), dur(r.st.CampaignMaxUS),
+			dur(r.st.AllObservedP50US), dur(r.st.AllObservedP90US), dur(r.st.AllObservedMaxUS),
+			dur(r.st.FirstObservedP50US), dur(r.st.UnlockP50US))
+	}
+	var notes []string
+	for _, e := range m.Errors {
+		notes = append(notes, "**failover**: "+e)
+	}
+	for _, st := range []workload.FailoverStats{m.Resign, m.Kill} {
+		if st.Missing > 0 {
+			notes = append(notes, fmt.Sprintf("**failover**: %d reader observations missing (a reader never saw a new leader within the timeout)", st.Missing))
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintf(w, "- %s\n", n)
+		}
+	}
+}
+
 // Markdown renders the whole run.
 func Markdown(w io.Writer, r *Run) {
 	fmt.Fprintf(w, "# lockbench results\n\n%s, %s, GOMAXPROCS %d, %d CPUs, redis %s, instances as %s.\n\n`%s`\n",
@@ -244,7 +323,9 @@ func Markdown(w io.Writer, r *Run) {
 	}
 	for _, s := range r.Scenarios {
 		Header(w, s)
-		if s.Holding != nil {
+		if s.Failover != nil {
+			FailoverTable(w, *s.Failover)
+		} else if s.Holding != nil {
 			HoldingTable(w, s.Holding)
 		} else {
 			Table(w, s.Metrics)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -28,9 +29,13 @@ type Sample struct {
 // Result is what one or more instances recorded.
 type Result struct {
 	Samples []Sample `json:"samples"`
-	// OverlapsAtomic counts acquisitions that found another holder of the
-	// same name in the in-process holder counter.
+	// OverlapsAtomic counts acquisitions that found the name already at
+	// capacity (another holder of a lock; Limit holders of a semaphore) in
+	// the holder counter: in-process, or shared by the worker processes.
 	OverlapsAtomic int64 `json:"overlaps_atomic"`
+	// MaxHolders is the largest value of the holder counter an acquirer
+	// saw, counting itself, inside the critical section.
+	MaxHolders int64 `json:"max_holders,omitempty"`
 	// LockErrors / UnlockErrors count failed calls by message (capped).
 	LockErrors   map[string]int `json:"lock_errors,omitempty"`
 	UnlockErrors map[string]int `json:"unlock_errors,omitempty"`
@@ -47,6 +52,7 @@ type Result struct {
 func (r *Result) Merge(o Result) {
 	r.Samples = append(r.Samples, o.Samples...)
 	r.OverlapsAtomic += o.OverlapsAtomic
+	r.MaxHolders = max(r.MaxHolders, o.MaxHolders)
 	r.LockErrors = mergeCounts(r.LockErrors, o.LockErrors)
 	r.UnlockErrors = mergeCounts(r.UnlockErrors, o.UnlockErrors)
 	r.Censored += o.Censored
@@ -115,7 +121,8 @@ var stateNames = [...]string{"idle", "in Lock", "holding", "in Unlock", "done"}
 
 // Run drives insts (instance indexes instOffset, instOffset+1, ...) with p
 // until the deadline start+p.Duration. holders (len p.Names) is the
-// per-name holder counter, shared by all instances in this process.
+// per-name holder counter, shared by all instances in this process (and,
+// with SharedCounters, by the worker processes).
 func Run(ctx context.Context, insts []lockers.Locker, instOffset int, p Params, clock Clock, start time.Time, holders []atomic.Int32) Result {
 	deadline := start.Add(p.Duration)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -218,7 +225,9 @@ func worker(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, gi, n
 		}
 		t1 := clock()
 		state.Store(stHolding)
-		if holder.Add(1) > 1 {
+		h := holder.Add(1)
+		res.MaxHolders = max(res.MaxHolders, int64(h))
+		if h > int32(p.Capacity()) {
 			res.OverlapsAtomic++
 		}
 		if p.Hold > 0 {
@@ -281,4 +290,20 @@ func safeUnlock(ctx context.Context, unlock func(context.Context) error) (err er
 		}
 	}()
 	return unlock(ctx)
+}
+
+// NewSharedCounterFile creates a zeroed file for n holder counters (see
+// SharedCounters) in dir ("" = the temporary directory); the caller
+// removes it.
+func NewSharedCounterFile(dir string, n int) (string, error) {
+	f, err := os.CreateTemp(dir, "lockbench-holders-*")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(4 * max(n, 1))); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }

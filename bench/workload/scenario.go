@@ -19,7 +19,14 @@ type Params struct {
 	Hold       time.Duration `json:"hold"`       // time the lock is held (time.Sleep)
 	Think      time.Duration `json:"think"`      // pause between release and next attempt
 	Duration   time.Duration `json:"duration"`   // measured window
+	// Limit, when > 0, makes each name a semaphore of Limit permits (the
+	// semaphore libraries run); 0 is a lock.
+	Limit int `json:"limit,omitempty"`
 }
+
+// Capacity is the number of holders a name admits at once: Limit for a
+// semaphore, 1 for a lock.
+func (p Params) Capacity() int { return max(1, p.Limit) }
 
 // TotalGoroutines is Instances * Goroutines.
 func (p Params) TotalGoroutines() int { return p.Instances * p.Goroutines }
@@ -45,13 +52,19 @@ func (p Params) Validate() error {
 		return fmt.Errorf("hold and think must be >= 0")
 	case p.Duration <= 0:
 		return fmt.Errorf("duration must be > 0")
+	case p.Limit < 0:
+		return fmt.Errorf("limit must be >= 0")
 	}
 	return nil
 }
 
 func (p Params) String() string {
-	return fmt.Sprintf("%d instances x %d goroutines, %d name(s), hold %v, think %v, %v",
-		p.Instances, p.Goroutines, p.Names, p.Hold, p.Think, p.Duration)
+	sem := ""
+	if p.Limit > 0 {
+		sem = fmt.Sprintf(" (semaphores of %d permits)", p.Limit)
+	}
+	return fmt.Sprintf("%d instances x %d goroutines, %d name(s)%s, hold %v, think %v, %v",
+		p.Instances, p.Goroutines, p.Names, sem, p.Hold, p.Think, p.Duration)
 }
 
 // HoldingParams is the "holding" scenario: one client holds many locks on
@@ -104,10 +117,21 @@ type Scenario struct {
 	Topology Topology       `json:"topology,omitempty"` // "" = Standalone
 	Params   Params         `json:"params"`
 	Holding  *HoldingParams `json:"holding,omitempty"`
+	// Failover, when set, makes this the leader-failover measurement of
+	// baton's Election (not a contention workload).
+	Failover *FailoverParams `json:"failover,omitempty"`
 	// Libs, when set, are the libraries this scenario compares (unless
 	// -libs is given).
 	Libs []string `json:"libs,omitempty"`
 }
+
+// IsSemaphore reports a scenario of semaphores (Params.Limit > 0).
+func (s Scenario) IsSemaphore() bool {
+	return s.Holding == nil && s.Failover == nil && s.Params.Limit > 0
+}
+
+// IsContention reports a contention workload (Params), not holding or failover.
+func (s Scenario) IsContention() bool { return s.Holding == nil && s.Failover == nil }
 
 // On returns the scenario's topology (Standalone when unset).
 func (s Scenario) On() Topology {
@@ -131,7 +155,9 @@ func (s Scenario) Base() string {
 func (s Scenario) OnCluster() Scenario {
 	s.Name = "cluster-" + s.Base()
 	s.Topology = Cluster
-	s.Libs = nil
+	if s.IsContention() && !s.IsSemaphore() {
+		s.Libs = nil
+	}
 	return s
 }
 
@@ -167,8 +193,24 @@ func Presets() []Scenario {
 			Params: Params{Instances: 4, Goroutines: 8, Names: 1, Hold: ms, Think: 0, Duration: d}},
 		{Name: "uncontended", About: "4 x 8 goroutines, each on its own name (256 names), no hold/think: raw lock+unlock cost",
 			Params: Params{Instances: 4, Goroutines: 8, Names: 256, Hold: 0, Think: 0, Duration: d}},
+		{Name: "semaphore", About: "8 replicas x 4 goroutines share one semaphore of 4 permits",
+			Params: Params{Instances: 8, Goroutines: 4, Names: 1, Limit: 4, Hold: ms, Think: ms, Duration: d},
+			Libs:   lockers.SemaphoreNames()},
 		{Name: "holding", About: "one client holds many locks on distinct names across renewal periods",
 			Holding: &HoldingParams{Locks: 10000, PeerLocks: 100, LeaseTTL: 3 * time.Second, Periods: 3}},
+	}
+}
+
+// DefaultFailover is the failover scenario's setup.
+var DefaultFailover = FailoverParams{Candidates: 3, Observers: 4, Rounds: 20, Lease: time.Second, Settle: 100 * time.Millisecond}
+
+// OptionalPresets are the named scenarios that no set but "all" runs:
+// failover (a minute or so, processes killed on purpose).
+func OptionalPresets() []Scenario {
+	f := DefaultFailover
+	return []Scenario{
+		{Name: "failover", About: "leader failover of baton's Election: Unlock and SIGKILL of the leader's process, candidates as processes",
+			Failover: &f, Libs: []string{"baton"}},
 	}
 }
 
@@ -189,10 +231,10 @@ func Preset(name string) (Scenario, bool) {
 	case strings.HasPrefix(name, "minreplicas-"):
 		base, derive = strings.TrimPrefix(name, "minreplicas-"), Scenario.WithReplica
 	}
-	for _, s := range Presets() {
+	for _, s := range append(Presets(), OptionalPresets()...) {
 		if s.Name == base {
-			if s.Holding != nil && strings.HasPrefix(name, "minreplicas-") {
-				return Scenario{}, false
+			if (!s.IsContention() || s.IsSemaphore()) && strings.HasPrefix(name, "minreplicas-") {
+				return Scenario{}, false // MinReplicas compares lock contention only
 			}
 			return derive(s), true
 		}
@@ -203,7 +245,7 @@ func Preset(name string) (Scenario, bool) {
 // PresetNames lists the standalone preset names.
 func PresetNames() []string {
 	var out []string
-	for _, s := range Presets() {
+	for _, s := range append(Presets(), OptionalPresets()...) {
 		out = append(out, s.Name)
 	}
 	return out
@@ -214,7 +256,7 @@ var Sets = map[string]string{
 	"standard":    "every standalone preset, holding included (what make bench runs)",
 	"cluster":     "every preset on a local 3-primary Redis Cluster, holding included",
 	"minreplicas": "baton vs baton+MinReplicas1 on standard and uncontended, one replica attached",
-	"all":         "standard + cluster + minreplicas",
+	"all":         "standard + cluster + minreplicas + failover",
 }
 
 // SetMembers expands a set name (see Sets).
@@ -237,6 +279,7 @@ func SetMembers(set string) ([]Scenario, bool) {
 			m, _ := SetMembers(n)
 			out = append(out, m...)
 		}
+		out = append(out, OptionalPresets()...)
 	default:
 		return nil, false
 	}

@@ -33,7 +33,45 @@ func TestParseScenarioSets(t *testing.T) {
 		t.Fatal("minreplicas-holding accepted")
 	}
 	all, _ := ParseScenarios("all")
-	if len(all) != 2*len(Presets())+2 {
+	if len(all) != 2*len(Presets())+2+len(OptionalPresets()) || all[len(all)-1].Failover == nil {
 		t.Fatalf("all: %v", names(all))
+	}
+}
+
+func TestSemaphoreScenario(t *testing.T) {
+	s, ok := Preset("semaphore")
+	if !ok || !s.IsSemaphore() || s.Params.Limit != 4 || s.Params.Instances != 8 || s.Params.Goroutines != 4 || len(s.Libs) == 0 {
+		t.Fatalf("semaphore preset: %+v", s)
+	}
+	std, _ := ParseScenarios("standard")
+	found := false
+	for _, x := range std {
+		found = found || x.Name == "semaphore"
+	}
+	if !found {
+		t.Fatalf("standard set lacks semaphore: %v", names(std))
+	}
+	cl, ok := Preset("cluster-semaphore")
+	if !ok || cl.On() != Cluster || len(cl.Libs) == 0 {
+		t.Fatalf("cluster-semaphore: %+v", cl)
+	}
+	if _, ok := Preset("minreplicas-semaphore"); ok {
+		t.Fatal("minreplicas-semaphore accepted")
+	}
+	f, ok := Preset("failover")
+	if !ok || f.Failover == nil || f.IsContention() || f.IsSemaphore() {
+		t.Fatalf("failover: %+v", f)
+	}
+	for _, x := range std {
+		if x.Failover != nil {
+			t.Fatal("failover in the standard set")
+		}
+	}
+	if _, ok := Preset("minreplicas-failover"); ok {
+		t.Fatal("minreplicas-failover accepted")
+	}
+	lock, _ := Preset("standard")
+	if lock.IsSemaphore() || lock.Params.Capacity() != 1 || s.Params.Capacity() != 4 {
+		t.Fatal("capacity")
 	}
 }

@@ -45,11 +45,19 @@ type Metrics struct {
 	PerGoroutine []int `json:"acq_per_goroutine"`
 	PerInstance  []int `json:"acq_per_instance"`
 
-	Overlaps          int64 `json:"overlaps"`
-	OverlapsAtomic    int64 `json:"overlaps_atomic"`
-	OverlapsInterval  int64 `json:"overlaps_interval"`
-	HasTokens         bool  `json:"has_tokens"`
-	FencingViolations int   `json:"fencing_violations"`
+	// Limit is the semaphore's permits (0: a lock). For a semaphore the
+	// Overlaps fields count acquisitions beyond the limit.
+	Limit            int   `json:"limit,omitempty"`
+	Overlaps         int64 `json:"overlaps"`
+	OverlapsAtomic   int64 `json:"overlaps_atomic"`
+	OverlapsInterval int64 `json:"overlaps_interval"`
+	// MaxHolders is the most holders of one name seen at once: the larger
+	// of the holder counter's peak (inside the critical section) and the
+	// peak of the recorded intervals (MaxHoldersInterval).
+	MaxHolders         int64 `json:"max_holders"`
+	MaxHoldersInterval int64 `json:"max_holders_interval"`
+	HasTokens          bool  `json:"has_tokens"`
+	FencingViolations  int   `json:"fencing_violations"`
 
 	LockErrors     map[string]int `json:"lock_errors,omitempty"`
 	UnlockErrors   map[string]int `json:"unlock_errors,omitempty"`
@@ -69,7 +77,7 @@ func (m *Metrics) Problems() bool {
 
 // Compute turns a run's samples and the Redis counter delta into Metrics.
 func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics {
-	m := Metrics{Library: lib, Scenario: scenario,
+	m := Metrics{Library: lib, Scenario: scenario, Limit: p.Limit,
 		OverlapsAtomic: res.OverlapsAtomic, LockErrors: res.LockErrors, UnlockErrors: res.UnlockErrors,
 		Censored: res.Censored, CensoredMaxWUS: us(res.CensoredMaxWait), Hung: res.Hung,
 		RedisCommands: d.Commands, RedisCPUSec: d.CPU}
@@ -114,13 +122,25 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 	var gaps []int64
 	for _, ss := range byName {
 		sort.Slice(ss, func(i, j int) bool { return ss[i].Acquired < ss[j].Acquired })
-		var maxEnd int64 = math.MinInt64
-		for i, s := range ss {
+		for _, s := range ss {
 			// time held, clipped to the window
 			a, r := max(s.Acquired, 0), min(s.Release, D)
 			if r > a {
 				held += r - a
 			}
+		}
+		peak, over := concurrency(ss, p.Capacity())
+		m.MaxHoldersInterval = max(m.MaxHoldersInterval, peak)
+		if p.Limit > 0 {
+			m.OverlapsInterval += over
+			gaps = append(gaps, permitGaps(ss, p.Capacity(), D)...)
+			if tokens {
+				m.FencingViolations += tokenOrderViolations(ss)
+			}
+			continue
+		}
+		var maxEnd int64 = math.MinInt64
+		for i, s := range ss {
 			// interval overlap: acquired before an earlier holder began releasing
 			if i > 0 && s.Acquired < maxEnd {
 				m.OverlapsInterval++
@@ -140,8 +160,9 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 		}
 	}
 	if n := p.NamesInUse(); n > 0 {
-		m.Util = Num(float64(held) / (float64(D) * float64(n)))
+		m.Util = Num(float64(held) / (float64(D) * float64(n) * float64(p.Capacity())))
 	}
+	m.MaxHolders = max(res.MaxHolders, m.MaxHoldersInterval)
 	m.Overlaps = max(m.OverlapsAtomic, m.OverlapsInterval)
 
 	sortI(waits)
@@ -174,6 +195,120 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 		m.WaitsUS[i] = float64(us(w))
 	}
 	return m
+}
+
+// concurrency sweeps one name's intervals [Acquired, Release] (a release
+// at the same instant as an acquisition comes first): the most holders at
+// once, and the acquisitions that found capacity holders already.
+func concurrency(ss []Sample, capacity int) (peak, over int64) {
+	type ev struct {
+		t int64
+		d int64
+	}
+	evs := make([]ev, 0, 2*len(ss))
+	for _, s := range ss {
+		evs = append(evs, ev{s.Acquired, 1}, ev{s.Release, -1})
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].t < evs[j].t || evs[i].t == evs[j].t && evs[i].d < evs[j].d })
+	var n int64
+	for _, e := range evs {
+		n += e.d
+		if e.d > 0 {
+			peak = max(peak, n)
+			if n > int64(capacity) {
+				over++
+			}
+		}
+	}
+	return peak, over
+}
+
+// permitGaps is the semaphore's hand-off gap: every permit given back
+// while some Lock call of the name was waiting (started before, acquired
+// after) is paired, oldest free permit first, with the next acquisition:
+// gap = that acquisition - the release. Permits free from the start or
+// given back while nobody waited are paired too, but yield no gap. With one
+// permit and one waiter this is the lock's definition. ss is sorted by
+// Acquired.
+func permitGaps(ss []Sample, capacity int, deadline int64) []int64 {
+	starts := make([]int64, len(ss))
+	acqs := make([]int64, len(ss))
+	for i, s := range ss {
+		starts[i], acqs[i] = s.Start, s.Acquired
+	}
+	sortI(starts) // acqs is sorted already
+	// waiting reports Lock calls pending at t: started before t and not
+	// yet acquired.
+	waiting := func(t int64) bool {
+		st := sort.Search(len(starts), func(i int) bool { return starts[i] >= t })
+		ac := sort.Search(len(acqs), func(i int) bool { return acqs[i] >= t })
+		return st > ac
+	}
+	type ev struct {
+		t       int64
+		release bool
+	}
+	evs := make([]ev, 0, 2*len(ss))
+	for _, s := range ss {
+		evs = append(evs, ev{s.Acquired, false}, ev{s.Release, true})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		return evs[i].t < evs[j].t || evs[i].t == evs[j].t && evs[i].release && !evs[j].release
+	})
+	type permit struct {
+		freed   int64
+		handoff bool
+	}
+	free := make([]permit, capacity, capacity+len(ss))
+	var gaps []int64
+	for _, e := range evs {
+		if e.release {
+			free = append(free, permit{e.t, waiting(e.t)})
+			continue
+		}
+		if len(free) == 0 {
+			continue // over the limit: counted by concurrency
+		}
+		p := free[0]
+		free = free[1:]
+		if p.handoff && e.t <= deadline {
+			gaps = append(gaps, e.t-p.freed)
+		}
+	}
+	return gaps
+}
+
+// tokenOrderViolations checks a semaphore's fencing tokens, which rise on
+// every acquisition of any permit of the name but are not ordered by the
+// client-side acquisition time of concurrent callers: an acquisition whose
+// Lock call started after another one had returned must carry a larger
+// token (and no two may share one). ss is sorted by Acquired.
+func tokenOrderViolations(ss []Sample) int {
+	byStart := append([]Sample(nil), ss...)
+	sort.Slice(byStart, func(i, j int) bool { return byStart[i].Start < byStart[j].Start })
+	bad := 0
+	var maxTok uint64
+	j := 0
+	for _, s := range byStart {
+		for j < len(ss) && ss[j].Acquired < s.Start {
+			maxTok = max(maxTok, ss[j].Token)
+			j++
+		}
+		if j > 0 && s.Token <= maxTok {
+			bad++
+		}
+	}
+	toks := make([]uint64, len(ss))
+	for i, s := range ss {
+		toks[i] = s.Token
+	}
+	sort.Slice(toks, func(i, j int) bool { return toks[i] < toks[j] })
+	for i := 1; i < len(toks); i++ {
+		if toks[i] == toks[i-1] {
+			bad++
+		}
+	}
+	return bad
 }
 
 func sortI(x []int64) { sort.Slice(x, func(i, j int) bool { return x[i] < x[j] }) }

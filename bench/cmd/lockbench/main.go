@@ -36,6 +36,7 @@ type options struct {
 	instances    int
 	goroutines   int
 	names        int
+	limit        int
 	hold         time.Duration
 	think        time.Duration
 	duration     time.Duration
@@ -51,6 +52,7 @@ type options struct {
 	replica      bool
 	settle       time.Duration
 	holdLocks    int
+	rounds       int
 	peerLocks    int
 	worker       bool
 	set          map[string]bool
@@ -61,7 +63,8 @@ func main() { os.Exit(run()) }
 func parseFlags() *options {
 	o := &options{}
 	fs := flag.CommandLine
-	fs.StringVar(&o.libs, "libs", "all", "comma list of libraries, run in this order (all = "+strings.Join(lockers.Names(), ",")+"; also "+strings.Join(lockers.ExtraNames(), ",")+")")
+	fs.StringVar(&o.libs, "libs", "all", "comma list of libraries, run in this order (all = "+strings.Join(lockers.Names(), ",")+"; also "+strings.Join(lockers.ExtraNames(), ",")+";\n"+
+		"semaphore scenarios: "+strings.Join(lockers.SemaphoreNames(), ",")+"; each scenario runs the ones that apply to it)")
 	fs.StringVar(&o.scenarios, "scenarios", "", "comma list of scenario sets and presets. Sets: standard (every standalone preset + holding),\n"+
 		"cluster (every preset on a local Redis Cluster), minreplicas (baton vs baton+MinReplicas1), all.\n"+
 		"Presets: "+strings.Join(workload.PresetNames(), ",")+", each also as standalone-NAME, cluster-NAME\n"+
@@ -71,6 +74,7 @@ func parseFlags() *options {
 	fs.IntVar(&o.instances, "instances", 4, "client instances (each its own client and connections, like service replicas)")
 	fs.IntVar(&o.goroutines, "goroutines", 8, "goroutines per instance")
 	fs.IntVar(&o.names, "names", 1, "number of lock names; goroutine i uses name i % names")
+	fs.IntVar(&o.limit, "limit", 4, "permits of the semaphore scenarios; given without -scenarios, the custom scenario is a semaphore of this many permits")
 	fs.DurationVar(&o.hold, "hold", time.Millisecond, "time the lock is held (time.Sleep)")
 	fs.DurationVar(&o.think, "think", time.Millisecond, "pause between release and the next attempt")
 	fs.DurationVar(&o.duration, "duration", workload.StandardDuration, "measured duration per library per scenario")
@@ -87,6 +91,7 @@ func parseFlags() *options {
 	fs.DurationVar(&o.settle, "settle", 250*time.Millisecond, "pause after FLUSHALL before each library")
 	fs.IntVar(&o.holdLocks, "hold-locks", 10000, "holding scenario: locks held by one client")
 	fs.IntVar(&o.peerLocks, "hold-peer-locks", 100, "holding scenario: locks held by rueidislock")
+	fs.IntVar(&o.rounds, "rounds", workload.DefaultFailover.Rounds, "failover scenario: rounds per way of ending the leader's term (Unlock, SIGKILL); its lease is 1s unless -ttl is given")
 	fs.BoolVar(&o.worker, "worker", false, "internal: run as a -procs worker")
 	fs.Usage = func() {
 		w := fs.Output()
@@ -176,7 +181,13 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "lockbench: %s: skipped (no selected library applies)\n", sc.Name)
 			continue
 		}
-		if sc.Holding != nil {
+		if sc.Failover != nil {
+			fm := runFailover(ctx, sc.Name, env, *sc.Failover, o.settle)
+			sr.Failover = &fm
+			bad = bad || fm.Problems()
+			report.Header(os.Stdout, sr)
+			report.FailoverTable(os.Stdout, fm)
+		} else if sc.Holding != nil {
 			for _, lib := range slibs {
 				if ctx.Err() != nil {
 					break
@@ -330,6 +341,12 @@ func libsFor(o *options, sc workload.Scenario, libs []string) []string {
 	var out []string
 	for _, l := range base {
 		switch {
+		case sc.IsSemaphore() && !lockers.HasSemaphore(l):
+			// Not a semaphore library.
+		case !sc.IsSemaphore() && !lockers.HasLock(l):
+			// A semaphore library only.
+		case sc.Failover != nil && l != "baton":
+			// The election is baton's.
 		case sc.Holding != nil && l != "baton" && l != "rueidislock":
 			// Only libraries that renew leases in the background.
 		case sc.On() == workload.Cluster && !lockers.SupportsCluster(l):
@@ -349,15 +366,16 @@ func resolveLibs(list string) ([]string, error) {
 		switch {
 		case l == "":
 		case l == "all":
-			for _, n := range lockers.Names() {
+			for _, n := range append(lockers.Names(), lockers.SemaphoreNames()...) {
 				if !seen[n] {
 					seen[n] = true
 					out = append(out, n)
 				}
 			}
 		default:
-			if _, err := lockers.Get(l, lockers.Config{}); err != nil {
-				return nil, err
+			if !lockers.HasLock(l) && !lockers.HasSemaphore(l) {
+				return nil, fmt.Errorf("unknown library %q (locks: %s; semaphores: %s)", l,
+					strings.Join(append(lockers.Names(), lockers.ExtraNames()...), ","), strings.Join(lockers.SemaphoreNames(), ","))
 			}
 			if !seen[l] {
 				seen[l] = true
@@ -371,7 +389,7 @@ func resolveLibs(list string) ([]string, error) {
 	return out, nil
 }
 
-var knobFlags = []string{"instances", "goroutines", "names", "hold", "think", "duration"}
+var knobFlags = []string{"instances", "goroutines", "names", "limit", "hold", "think", "duration"}
 
 func resolveScenarios(o *options) ([]workload.Scenario, error) {
 	knobsSet := false
@@ -392,6 +410,9 @@ func resolveScenarios(o *options) ([]workload.Scenario, error) {
 	case knobsSet:
 		std, _ := workload.Preset("standard")
 		std.Name, std.About = "custom", "custom workload"
+		if o.set["limit"] {
+			std.Params.Limit = o.limit
+		}
 		scens = []workload.Scenario{std}
 	case o.cluster:
 		scens, _ = workload.SetMembers("cluster")
@@ -407,7 +428,7 @@ func resolveScenarios(o *options) ([]workload.Scenario, error) {
 		switch {
 		case o.cluster && s.On() == workload.Standalone:
 			s = s.OnCluster()
-		case o.replica && s.On() == workload.Standalone && s.Holding == nil:
+		case o.replica && s.On() == workload.Standalone && s.IsContention() && !s.IsSemaphore():
 			s = s.WithReplica()
 		}
 		if !seen[s.Name] {
@@ -418,6 +439,20 @@ func resolveScenarios(o *options) ([]workload.Scenario, error) {
 	scens = out
 	for i := range scens {
 		s := &scens[i]
+		if s.Failover != nil {
+			f := *s.Failover
+			if o.set["ttl"] {
+				f.Lease = o.ttl
+			}
+			if o.set["rounds"] {
+				f.Rounds = o.rounds
+			}
+			if o.short {
+				f.Rounds = min(f.Rounds, 3)
+			}
+			s.Failover = &f
+			continue
+		}
 		if s.Holding != nil {
 			h := *s.Holding
 			h.Locks, h.PeerLocks = o.holdLocks, o.peerLocks
@@ -436,6 +471,9 @@ func resolveScenarios(o *options) ([]workload.Scenario, error) {
 		}
 		if o.set["names"] {
 			p.Names = o.names
+		}
+		if o.set["limit"] && p.Limit > 0 {
+			p.Limit = o.limit
 		}
 		if o.set["hold"] {
 			p.Hold = o.hold
@@ -471,6 +509,7 @@ func prepare(ctx context.Context, admin *redisx.Admin, settle time.Duration) err
 
 func runOne(ctx context.Context, o *options, lib string, cfg lockers.Config, env *environment, sc workload.Scenario) workload.Metrics {
 	p := sc.Params
+	cfg.Limit = p.Limit
 	fmt.Fprintf(os.Stderr, "lockbench: %-15s %-12s ", sc.Name, lib)
 	t0 := time.Now()
 	fail := func(err error) workload.Metrics {

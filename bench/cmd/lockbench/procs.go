@@ -22,11 +22,17 @@ import (
 // workerSpec is sent by the parent to a -worker process (one JSON line on
 // its stdin).
 type workerSpec struct {
+	// Mode is "" for a contention worker, "candidate" for a failover
+	// candidate (see failover.go).
+	Mode     string          `json:"mode,omitempty"`
 	Lib      string          `json:"lib"`
 	Target   lockers.Target  `json:"target"`
 	Config   lockers.Config  `json:"config"`
 	Instance int             `json:"instance"`
 	Params   workload.Params `json:"params"`
+	// Holders is the file of the holder counters shared by the workers
+	// (workload.SharedCounters); empty: each worker counts its own.
+	Holders string `json:"holders,omitempty"`
 }
 
 // Protocol on the worker's stdin/stdout:
@@ -65,6 +71,15 @@ func runProcs(ctx context.Context, lib string, cfg lockers.Config, target locker
 	}
 	defer cleanup()
 
+	// One holder counter per name, shared by the workers through a file
+	// mapping, so that two processes holding one lock (or more than Limit
+	// holding a semaphore) are caught inside the critical section too.
+	holders, err := workload.NewSharedCounterFile("", p.Names)
+	if err != nil {
+		return workload.Result{}, redisx.Delta{}, fmt.Errorf("holder counters: %w", err)
+	}
+	defer os.Remove(holders)
+
 	for i := 0; i < p.Instances; i++ {
 		cmd, err := selfCommand(context.WithoutCancel(ctx))
 		if err != nil {
@@ -83,7 +98,7 @@ func runProcs(ctx context.Context, lib string, cfg lockers.Config, target locker
 		}
 		w := &workerProc{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20)}
 		procs = append(procs, w)
-		spec, _ := json.Marshal(workerSpec{Lib: lib, Target: target, Config: cfg, Instance: i, Params: p})
+		spec, _ := json.Marshal(workerSpec{Lib: lib, Target: target, Config: cfg, Instance: i, Params: p, Holders: holders})
 		if _, err := fmt.Fprintf(stdin, "%s\n", spec); err != nil {
 			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d: %w", i, err)
 		}
@@ -170,6 +185,9 @@ func workerMain() int {
 		fmt.Println("ERROR bad spec:", err)
 		return 1
 	}
+	if spec.Mode == "candidate" {
+		return candidateMain(spec, in)
+	}
 	ad, err := lockers.Get(spec.Lib, spec.Config)
 	if err != nil {
 		fmt.Println("ERROR", err)
@@ -199,6 +217,14 @@ func workerMain() int {
 	now := time.Now()
 	start := now.Add(-time.Duration(now.UnixNano() - epoch))
 	holders := make([]atomic.Int32, spec.Params.Names)
+	if spec.Holders != "" {
+		// Never unmapped: a hung goroutine may still count; the exit does it.
+		if shared, _, err := workload.SharedCounters(spec.Holders, spec.Params.Names); err != nil {
+			fmt.Fprintf(os.Stderr, "lockbench worker %d: %v; counting this process's holders only\n", spec.Instance, err)
+		} else {
+			holders = shared
+		}
+	}
 	res := workload.Run(context.Background(), []lockers.Locker{l}, spec.Instance, spec.Params, workload.WallClock(epoch), start, holders)
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		return 1
