@@ -36,7 +36,7 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 	sem := n.id.kind.permit()
 	switch n.id.kind {
 	case semKind:
-		sc, args = script.SemAcquire, append(args, strconv.Itoa(n.limit))
+		sc, args = script.SemAcquire, append(args, strconv.Itoa(req.limit))
 	case electKind:
 		sc, args = script.SemAcquire, append(args, "1", s.c.announce(n.name), req.value)
 	}
@@ -75,7 +75,7 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 		}
 		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONLIMIT") {
 			return attempt{}, fmt.Errorf("%w: semaphore %q is in use with limit %s, this Semaphore has limit %d",
-				ErrLimitMismatch, truncate(n.name), strings.TrimPrefix(re.Error(), "BATONLIMIT "), n.limit)
+				ErrLimitMismatch, truncate(n.name), strings.TrimPrefix(re.Error(), "BATONLIMIT "), req.limit)
 		}
 		return attempt{}, err
 	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3) && p.Replicas > 0 && acked < int64(p.Replicas):
@@ -127,12 +127,12 @@ func (s *Session) scriptCall(n *name, req *request) script.Call {
 	}
 	if req.kind == dequeueCall {
 		if sem {
-			return script.Call{Script: script.SemDequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name, strconv.Itoa(n.limit), ann}}
+			return script.Call{Script: script.SemDequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name, strconv.Itoa(req.limit), ann}}
 		}
 		return script.Call{Script: script.Dequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name}}
 	}
 	if sem {
-		return script.Call{Script: script.SemRelease, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs, strconv.Itoa(n.limit), ann}}
+		return script.Call{Script: script.SemRelease, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs, strconv.Itoa(req.limit), ann}}
 	}
 	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs}}
 }
@@ -157,10 +157,12 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
 			return o, sent, err
 		}
-		if !isRedisErr(err) && !(staleConn(err) && rc == s.c.cc) {
+		if !isRedisErr(err) && (n.id.kind.permit() || !(staleConn(err) && rc == s.c.cc)) {
 			// The reply is lost, not necessarily the call. An idle
 			// connection of c.cc that had died unnoticed (EOF, reset)
-			// ran nothing; on c.rc, read all along, it may have.
+			// most likely ran nothing, but a connection killed just
+			// after our write ran it: a lock's retry tells by our free
+			// marker; a permit leaves none, so its outcome is not known.
 			lost = err
 		}
 		pause(ctx, min(time.Duration(try)*20*time.Millisecond, 200*time.Millisecond))
@@ -183,9 +185,12 @@ func (s *Session) callDequeue(ctx context.Context, n *name, req *request, until 
 	}
 }
 
-// releaseResult reads a release reply. After a try whose reply was lost,
-// "not ours" with our own free marker in the key counts as released; a
-// permit (sem) leaves no marker, so its field gone then is not known.
+// releaseResult reads a release reply. "Not ours" with our own free
+// marker in the key counts as released (a try whose reply was lost ran
+// it: only a release of our hold writes our fence there, or an operator's
+// force release of it, after which the lock was not ours either way). A
+// permit (sem) leaves no marker, so after a lost reply its field gone is
+// not known.
 func releaseResult(res rueidis.RedisResult, owner string, lost error, sem bool) (releaseOutcome, error) {
 	m, err := res.ToMessage()
 	if err != nil {
@@ -209,9 +214,9 @@ func releaseResult(res rueidis.RedisResult, owner string, lost error, sem bool) 
 			switch v, _ := arr[1].ToString(); {
 			case lost != nil && sem:
 				o.lostReply = lost
-			case lost == nil || v == "":
-			case v == "~"+fenceOf(owner):
+			case !sem && v == "~"+fenceOf(owner):
 				o.code = 0
+			case lost == nil || v == "":
 			default:
 				o.lostReply = lost
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/faultproxy"
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
 )
@@ -319,4 +320,88 @@ func TestBug_TryLockSharesItsLockWithAWaiter(t *testing.T) {
 		t.Fatalf("Lock after TryLock: %v", l)
 	}
 	l.Unlock(ctx)
+}
+
+// TestBug_ReleaseRanBeforeItsConnectionDied (found by the checker's
+// semaphore oracles under CLIENT KILL): Unlock's release ran in Redis, then
+// its connection died before the reply. The retry found "not ours", and
+// Unlock reported ErrLockLost although the lock was released (by that very
+// try) and its loss never signalled: an EOF on an idle connection was taken
+// to mean the script had not run. A lock's retry must recognise its own
+// free marker; a permit, which leaves none, must say the outcome is not
+// known rather than claim a loss.
+func TestBug_ReleaseRanBeforeItsConnectionDied(t *testing.T) {
+	srv := redistest.Start(t)
+	p := faultproxy.Start(t, srv.Addr())
+	// The proxy delays chunks one after another per connection, so a
+	// connection with traffic queued takes seconds: a long lease keeps the
+	// release within its bound.
+	c := newClient(t, srv, Options{LeaseTTL: 20 * time.Second,
+		Redis: redisOpt(func(o *rueidisOption) { o.InitAddress = []string{p.Addr()} })})
+	ctx := ctxTimeout(t, 30*time.Second)
+	// unlockCut unlocks l with replies held up, cuts the connections once
+	// Redis shows the release ran (done reports it), and returns Unlock's
+	// error.
+	unlockCut := func(l *Lock, done func() bool) error {
+		p.SetLatency(200*time.Millisecond, 0)
+		errc := make(chan error, 1)
+		go func() { errc <- l.Unlock(ctx) }()
+		for end := time.Now().Add(5 * time.Second); !done(); {
+			if time.Now().After(end) {
+				t.Fatal("the release did not run within 5s")
+			}
+		}
+		p.Cut() // the reply, still held up, is lost
+		p.SetLatency(0, 0)
+		cut := time.Now()
+		err := <-errc
+		t.Logf("Unlock returned %v after the cut", time.Since(cut).Round(time.Millisecond))
+		return err
+	}
+	t.Run("lock", func(t *testing.T) {
+		name := uniqueName(t)
+		l, err := c.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = unlockCut(l, func() bool { return !lockHeld(t, srv, name) })
+		if err != nil {
+			t.Fatalf("Unlock whose release ran: %v, want nil (the key holds our free marker)", err)
+		}
+	})
+	t.Run("permit", func(t *testing.T) {
+		name := uniqueName(t)
+		m, err := c.Semaphore(name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash := newSemKeys(DefaultKeyPrefix, name).lock
+		holders := func() int {
+			fs, err := srv.Do(t, "HKEYS", hash).AsStrSlice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, f := range fs {
+				if f[0] != '#' {
+					n++
+				}
+			}
+			return n
+		}
+		err = unlockCut(l, func() bool { return holders() == 0 })
+		if err == nil || errors.Is(err, ErrLockLost) {
+			t.Fatalf("Unlock whose release ran, reply lost: %v, want an error saying the outcome is not known", err)
+		}
+		select {
+		case <-l.Done():
+		default:
+			t.Fatal("Done not closed after Unlock")
+		}
+		t.Logf("Unlock: %v", err)
+	})
 }

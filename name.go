@@ -130,7 +130,7 @@ type waiter struct {
 // start records req as the call in flight and returns it numbered.
 func (n *name) start(st state, req request) *request {
 	n.seq++
-	req.seq = n.seq
+	req.seq, req.limit = n.seq, n.limit
 	n.st, n.call = st, &req
 	return &req
 }

@@ -14,10 +14,13 @@ const MaxSemaphoreLimit = 1024
 // Semaphore is a counting semaphore with leased permits: at most Limit
 // holders at once across all clients. A permit is a *Lock, with the lock's
 // guarantees: Unlock returns it; Done, Context and Err signal its loss
-// before another holder can take it; its Token rises on every acquisition
-// of any permit of the name, by anyone; a crashed holder's permit comes
-// back within one lease. Waiting sessions are served in FIFO order in
-// Redis and woken by the release that frees a permit, never by polling.
+// before another holder can take it; a crashed holder's permit comes back
+// within one lease. Its Token rises on every acquisition of any permit of
+// the name, by anyone, in the order Redis issues permits; as permits are
+// concurrent and a permit granted to a session reaches its caller a moment
+// later (at most a lease), a caller may get a token below one that another
+// caller already holds. Waiting sessions are served in FIFO order in Redis
+// and woken by the release that frees a permit, never by polling.
 //
 // Inside a session, each permit is one of Limit slots, each queued in
 // Redis on its own; a goroutine that calls Acquire joins an idle slot, or

@@ -41,6 +41,7 @@ type request struct {
 	rc    bool   // release: contended, so on the tracking client, whose writes (NOLOOP) do not wake our waiters
 	value string // election acquire: the campaign's value
 	until time.Time
+	limit int // semaphore: its limit as the machine knew it when the call started (n.limit changes under s.mu)
 }
 
 // effects are what a transition leaves for its caller to do after
