@@ -15,9 +15,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Chaos tests: internal/checker runs 3 clients x 4 goroutines on 2 names
-// (lease 1 s) while a fault disturbs Redis or the network, and checks
-// mutual exclusion, fencing, liveness, errors and leaks. Each runs for
+// Chaos tests: internal/checker runs 3 clients x 4 goroutines on 2 lock
+// names, a semaphore of 2 permits and an election (lease 1 s) while a
+// fault disturbs Redis or the network, and checks mutual exclusion (at
+// most 2 holders of the semaphore, one leader), fencing, liveness, errors
+// and leaks; Observe readers and Leader calls of every client must see
+// leaders in token order and agree once the fault is over. Each runs for
 // BATON_CHAOS_DURATION (default 3s); `make chaos` sets it longer. The file
 // is in package baton_test because internal/checker imports baton.
 
@@ -43,6 +46,8 @@ func chaosConfig(t *testing.T, srv *redistest.Server, via map[int]string) checke
 		Clients:    3,
 		Goroutines: 4,
 		Names:      2,
+		Semaphores: []int{2},
+		Elections:  1,
 		Duration:   chaosDuration(t),
 		Hold:       20 * time.Millisecond,
 		Options: func(i int) baton.Options {
@@ -208,8 +213,14 @@ func TestChaosRestart(t *testing.T) {
 
 // TestChaosPartitionedHolder: a holder's connection is black-holed for
 // longer than the lease. It must be told of the loss before any other
-// client acquires the lock.
+// client acquires the lock; likewise an election's leader, before anyone
+// else leads.
 func TestChaosPartitionedHolder(t *testing.T) {
+	t.Run("lock", func(t *testing.T) { partitionedHolder(t, false) })
+	t.Run("leader", func(t *testing.T) { partitionedHolder(t, true) })
+}
+
+func partitionedHolder(t *testing.T, leader bool) {
 	srv := redistest.Start(t)
 	p := faultproxy.Start(t, srv.Addr())
 	cfg := chaosConfig(t, srv, map[int]string{0: p.Addr()})
@@ -220,7 +231,9 @@ func TestChaosPartitionedHolder(t *testing.T) {
 		defer cancel()
 		// A holder of client 0 that has held its lock and not yet looked at
 		// its loss signal; paused, so it still holds when the partition starts.
-		victim, err := ctl.Pause(fctx, checker.BeforeCheck, func(h checker.Holder) bool { return h.Client == 0 })
+		victim, err := ctl.Pause(fctx, checker.BeforeCheck, func(h checker.Holder) bool {
+			return h.Client == 0 && h.Limit == 0 && h.Election == leader
+		})
 		if err != nil {
 			t.Error(err)
 			return
@@ -325,7 +338,9 @@ func TestChaosStaleWriter(t *testing.T) {
 		ctl := checker.ControlFrom(ctx)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		defer cancel()
-		stale, err := ctl.Pause(fctx, checker.AfterCheck, func(h checker.Holder) bool { return h.Client == 0 })
+		stale, err := ctl.Pause(fctx, checker.AfterCheck, func(h checker.Holder) bool {
+			return h.Client == 0 && h.Limit == 0 && !h.Election // a lock: its key is read below
+		})
 		if err != nil {
 			t.Error(err)
 			return

@@ -49,12 +49,16 @@ func clusterName(i int) string { return fmt.Sprintf("%s-%d", clusterPrefix, i) }
 func clusterLockKey(name string) string { return baton.DefaultKeyPrefix + ":{" + name + "}" }
 
 // clusterChaosConfig is chaosConfig for a cluster: 3 clients x 4
-// goroutines on clusterNames names, every client seeded with every node.
+// goroutines on clusterNames lock names, a semaphore of 2 ("chk-s0", slot
+// 8714) and an election ("chk-e0", slot 3039, on the primary of chk-0),
+// every client seeded with every node.
 func clusterChaosConfig(t *testing.T, cl *redistest.Cluster, opt func(*baton.Options)) checker.Config {
 	return checker.Config{
 		Clients:    3,
 		Goroutines: 4,
 		Names:      clusterNames,
+		Semaphores: []int{2},
+		Elections:  1,
 		KeyPrefix:  clusterPrefix,
 		Duration:   chaosDuration(t),
 		Hold:       20 * time.Millisecond,
@@ -264,15 +268,15 @@ func ccFinishMigration(t *testing.T, cl *redistest.Cluster, primaries, slot, src
 
 // clusterCounters reads each name's checker counter on the node that
 // serves it.
-func clusterCounters(t *testing.T, cl *redistest.Cluster, slots []int) []int64 {
+func clusterCounters(t *testing.T, cl *redistest.Cluster, names []string) []int64 {
 	t.Helper()
 	var out []int64
-	for i, sl := range slots {
-		o, err := ccOwner(t, cl, cl.Nodes[0], sl)
+	for _, name := range names {
+		o, err := ccOwner(t, cl, cl.Nodes[0], ccSlot(t, cl.Nodes[0], clusterLockKey(name)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := clusterPrefix + ":{" + clusterName(i) + "}:ctr"
+		key := clusterPrefix + ":{" + name + "}:ctr"
 		v, err := cl.Nodes[o].Do(t, "GET", key).AsInt64()
 		if err != nil {
 			t.Fatalf("GET %s on node %d: %v", key, o, err)
@@ -287,7 +291,7 @@ func clusterCounters(t *testing.T, cl *redistest.Cluster, slots []int) []int64 {
 // every name (so every primary) saw increments.
 func TestChaosClusterBaseline(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0)
-	slots, _ := clusterOwners(t, cl, 3)
+	clusterOwners(t, cl, 3)
 	cfg := clusterChaosConfig(t, cl, nil)
 	cfg.StrictErrors = true
 	rep := runChecker(t, cl.Nodes, cfg, nil)
@@ -301,12 +305,17 @@ func TestChaosClusterBaseline(t *testing.T) {
 	if rep.WritesApplied < 40 {
 		t.Fatalf("only %d increments in %v", rep.WritesApplied, cfg.Duration)
 	}
-	ctrs := clusterCounters(t, cl, slots)
-	t.Logf("counters per name, read on their own nodes: %v", ctrs)
+	// The leaders of the election chk-e0 keep a counter too.
+	names := []string{clusterPrefix + "-e0"}
+	for i := range clusterNames {
+		names = append(names, clusterName(i))
+	}
+	ctrs := clusterCounters(t, cl, names)
+	t.Logf("counters of %v, read on their own nodes: %v", names, ctrs)
 	var sum int64
 	for i, c := range ctrs {
 		if c == 0 {
-			t.Errorf("%s: no increment on its node", clusterName(i))
+			t.Errorf("%s: no increment on its node", names[i])
 		}
 		sum += c
 	}

@@ -16,9 +16,11 @@ import (
 // The randomized workload (internal/checker.RunWorkload) through the public
 // API only: Clients with leases of 300 ms, 1 s and 10 s (and one shape with
 // a single lease), extra Sessions closed and re-made, whole Clients closed
-// and re-made, 1-16 names, random Lock/TryLock/Unlock/Do with random ctx
-// deadlines (down to tens of microseconds), cancels and holds, with and
-// without faults. The oracles are documented on checker.WorkloadReport.
+// and re-made, 1-16 names (some of them semaphores of 2 or 3 permits, or
+// an election), random Lock/TryLock/Unlock/Do, Acquire/TryAcquire and
+// Campaign with random ctx deadlines (down to tens of microseconds),
+// cancels and holds, with and without faults. The oracles are documented
+// on checker.WorkloadReport.
 //
 // BATON_SOAK_DURATION is the total time of TestWorkload, shared equally by
 // its shapes (default 3 s a shape, 1 s with -short); `make soak` sets it.
@@ -30,6 +32,8 @@ type workloadShape struct {
 	leases   []time.Duration
 	sessions []time.Duration // leases of extra sessions; nil: leases
 	names    int
+	sems     []int // limits of semaphore names besides the lock names
+	elect    int   // election names besides those
 	cohort   []int // CohortLimit per client slot; nil: default
 	kills    bool  // CLIENT KILL of every connection at random times
 }
@@ -41,8 +45,13 @@ var workloadShapes = []workloadShape{
 	{name: "mixed-2", leases: mixedLeases, names: 2, cohort: []int{0, 1, 2}},
 	// One lease for everyone, one name: FIFO between sessions.
 	{name: "one-lease-1", leases: []time.Duration{time.Second, time.Second, time.Second}, names: 1},
-	// Mixed leases while every connection is killed now and then.
-	{name: "kills-4", leases: mixedLeases, names: 4, kills: true},
+	// Mixed leases while every connection is killed now and then; three
+	// more names are semaphores and an election.
+	{name: "kills-4", leases: mixedLeases, names: 4, sems: []int{2, 3}, elect: 1, kills: true},
+	// Semaphores of 2 and 3 and an election beside a lock, mixed leases:
+	// permits and leaderships contended by sessions of several goroutines,
+	// released, timed out and closed.
+	{name: "sems", leases: mixedLeases, names: 1, sems: []int{2, 3}, elect: 1, cohort: []int{0, 1, 2}},
 }
 
 var mixedLeases = []time.Duration{300 * time.Millisecond, time.Second, 10 * time.Second}
@@ -101,6 +110,8 @@ func runWorkload(t *testing.T, sh workloadShape, d time.Duration, base, seed uin
 		Leases:        sh.leases,
 		SessionLeases: sh.sessions,
 		Names:         sh.names,
+		Semaphores:    sh.sems,
+		Elections:     sh.elect,
 		Duration:      d,
 		Seed:          seed,
 		Options: func(slot int) baton.Options {
@@ -119,8 +130,8 @@ func runWorkload(t *testing.T, sh workloadShape, d time.Duration, base, seed uin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Minute)
 	defer cancel()
-	t.Logf("shape %s: %d names, leases %v, %v, seed %d (BATON_SOAK_SEED=%d repeats the choices)",
-		sh.name, sh.names, sh.leases, d, seed, base)
+	t.Logf("shape %s: %d names, semaphores %v, %d elections, leases %v, %v, seed %d (BATON_SOAK_SEED=%d repeats the choices)",
+		sh.name, sh.names, sh.sems, sh.elect, sh.leases, d, seed, base)
 	rep, err := checker.RunWorkload(ctx, cfg, fault)
 	if err != nil {
 		t.Fatal(err)

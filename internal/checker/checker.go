@@ -23,6 +23,13 @@
 //     (unless Config.DataLoss), a holder whose Unlock says the lock was lost
 //     although it was never told so, and goroutines left behind.
 //
+// Some names may be semaphores (Config.Semaphores; checker_semaphore.go:
+// at most Limit holders not told of their loss, unique tokens, no wait
+// while a permit is free) or elections (Config.Elections;
+// checker_election.go: leaderships are judged as locks, and Observe
+// readers and Leader calls must see leaders in token order, each one a
+// campaign's, and agree once the run settles).
+//
 // The package depends only on baton, rueidis and goleak: it knows nothing
 // of how the servers or proxies it talks to were started. A fault function
 // can steer the run through the Control found in its context.
@@ -54,9 +61,19 @@ import (
 type Config struct {
 	Clients    int           // baton Clients; default 3
 	Goroutines int           // goroutines per Client; default 4
-	Names      int           // lock names shared by everyone; default 2
+	Names      int           // lock names shared by everyone; default 2, negative: none
 	Duration   time.Duration // how long workers start new attempts; default 3s
 	Hold       time.Duration // each hold lasts a random time in [0, Hold]; default 20ms
+	// Semaphores are the limits of semaphore names shared by everyone
+	// besides the lock names: "<prefix>-s<i>" has Semaphores[i] permits.
+	// Workers take turns over lock and semaphore names; see
+	// checker_semaphore.go for what is checked of them.
+	Semaphores []int
+	// Elections is the number of election names "<prefix>-e<i>" besides
+	// the lock names. Workers Campaign on them where they would Lock, and
+	// hold their leadership as a lock; Observe readers and Leader probers
+	// watch them; see checker_election.go.
+	Elections int
 
 	// Options returns the options of Client i (0 <= i < Clients), e.g. with
 	// Redis pointing at a fault proxy for some of them.
@@ -106,9 +123,10 @@ func (cfg *Config) defaults() error {
 	if cfg.Goroutines <= 0 {
 		cfg.Goroutines = 4
 	}
-	if cfg.Names <= 0 {
+	if cfg.Names == 0 {
 		cfg.Names = 2
 	}
+	cfg.Names = max(cfg.Names, 0)
 	if cfg.Duration <= 0 {
 		cfg.Duration = 3 * time.Second
 	}
@@ -144,6 +162,8 @@ const (
 type Holder struct {
 	Client, Goroutine int
 	Name              string
+	Limit             int  // the semaphore's limit; 0 for a lock or an election
+	Election          bool // the name is an election's
 	Token             uint64
 	Acquired          time.Time // when Lock or TryLock returned it
 	Lock              *baton.Lock
@@ -266,8 +286,11 @@ type window struct{ from, to time.Time }
 type acq struct {
 	client, g int
 	name      string
+	limit     int    // semaphore: its limit; 0 for a lock
+	value     string // election: the Campaign's value
 	token     uint64
 	try       bool
+	start     time.Time // the Lock or TryLock call began
 	acquired  time.Time
 
 	mu   sync.Mutex // lost is written by the AfterFunc goroutine
@@ -302,7 +325,11 @@ type call struct {
 type run struct {
 	cfg     Config
 	lease   time.Duration
-	names   []string
+	names   []string        // lock names, then election names: each held by one at a time
+	limits  map[string]int  // semaphore names and their limits
+	turns   []string        // lock names, then semaphore names: what workers take turns on
+	elect   map[string]bool // election names (among names)
+	el      *elections
 	rc      rueidis.Client
 	fenced  *rueidis.Lua
 	clients []*baton.Client
@@ -383,6 +410,10 @@ func Run(ctx context.Context, cfg Config, fault func(ctx context.Context)) (Repo
 	for i := range cfg.Names {
 		r.names = append(r.names, fmt.Sprintf("%s-%d", cfg.KeyPrefix, i))
 	}
+	r.electNames()
+	if err := r.semNames(); err != nil {
+		return Report{}, err
+	}
 	ro := cfg.Redis()
 	ro.DisableCache = true
 	// rueidis retries a read-only command on a new connection after the
@@ -430,6 +461,10 @@ func Run(ctx context.Context, cfg Config, fault func(ctx context.Context)) (Repo
 	// Hard deadline: Lock calls end by their own timeouts long before.
 	hard, cancelHard := context.WithDeadline(ctx, stopAt.Add(r.cfg.LockTimeout+r.lease+30*time.Second))
 	defer cancelHard()
+	if err := r.watch(hard); err != nil {
+		cancelHard()
+		return fail(err)
+	}
 
 	faultDone := make(chan struct{})
 	r.faultStart = start
@@ -465,6 +500,9 @@ func Run(ctx context.Context, cfg Config, fault func(ctx context.Context)) (Repo
 		rep.Stuck = r.inFlight()
 	}
 	drain.Stop()
+	if rep.Stuck == 0 && len(r.el.names) > 0 {
+		r.settle(ctx, &rep)
+	}
 	close(r.closing)
 	r.mu.Lock()
 	for _, p := range r.pauses { // nobody will match them now
@@ -477,6 +515,7 @@ func Run(ctx context.Context, cfg Config, fault func(ctx context.Context)) (Repo
 		cwg.Go(func() { c.Close() })
 	}
 	cwg.Wait()
+	r.closeObservers(&rep, hard.Done())
 	select {
 	case <-workersDone:
 	case <-hard.Done():
@@ -521,8 +560,8 @@ func (r *run) worker(ctx context.Context, ci, g int, stopAt time.Time, faultDone
 			return
 		default:
 		}
-		name := r.names[(ci+g+i)%len(r.names)]
-		try := r.cfg.TryLockEvery > 0 && i%r.cfg.TryLockEvery == r.cfg.TryLockEvery-1
+		name := r.turns[(ci+g+i)%len(r.turns)]
+		try := r.cfg.TryLockEvery > 0 && i%r.cfg.TryLockEvery == r.cfg.TryLockEvery-1 && !r.elect[name]
 		if !r.attempt(ctx, c.Session(), r.try[ci], ci, g, name, try, rng) {
 			return
 		}
@@ -534,18 +573,15 @@ func (r *run) worker(ctx context.Context, ci, g int, stopAt time.Time, faultDone
 func (r *run) attempt(ctx context.Context, s, trySession *baton.Session, ci, g int, name string, try bool, rng *rand.Rand) bool {
 	r.mu.Lock()
 	idx := len(r.calls)
-	r.calls = append(r.calls, call{client: ci, name: name, try: try, start: time.Now()})
+	start := time.Now()
+	r.calls = append(r.calls, call{client: ci, name: name, try: try, start: start})
 	r.mu.Unlock()
-	lctx, cancel := context.WithTimeout(ctx, r.cfg.LockTimeout)
-	var (
-		l   *baton.Lock
-		err error
-	)
-	if try {
-		l, err = trySession.TryLock(lctx, name)
-	} else {
-		l, err = s.Lock(lctx, name)
+	value := ""
+	if r.elect[name] {
+		value = r.campaignValue(ci, g, idx, name)
 	}
+	lctx, cancel := context.WithTimeout(ctx, r.cfg.LockTimeout)
+	l, err := r.acquire(lctx, s, trySession, name, try, value)
 	now := time.Now()
 	cancel()
 	kind := ""
@@ -574,10 +610,13 @@ func (r *run) attempt(ctx context.Context, s, trySession *baton.Session, ci, g i
 		r.unexpected(now, "Lock returned neither a lock nor an error")
 		return false
 	}
-	a := &acq{client: ci, g: g, name: name, token: l.Token(), try: try, acquired: now}
+	a := &acq{client: ci, g: g, name: name, limit: r.limits[name], value: value, token: l.Token(), try: try, start: start, acquired: now}
 	r.mu.Lock()
 	r.acqs = append(r.acqs, a)
 	r.mu.Unlock()
+	if value != "" {
+		r.campaigned(a)
+	}
 	r.lossWG.Add(1)
 	stop := context.AfterFunc(l.Context(), func() {
 		defer r.lossWG.Done()
@@ -596,16 +635,24 @@ func (r *run) attempt(ctx context.Context, s, trySession *baton.Session, ci, g i
 }
 
 // hold is the critical section: read the counter, hold, check the loss
-// signal, fenced write, unlock.
+// signal, fenced write, unlock. A permit's holder neither reads nor
+// writes (its holders share the name): it holds, stops at BeforeCheck and
+// AfterWrite if asked, and unlocks.
 func (r *run) hold(ctx context.Context, a *acq, l *baton.Lock, rng *rand.Rand) {
-	h := Holder{Client: a.client, Goroutine: a.g, Name: a.name, Token: a.token, Acquired: a.acquired, Lock: l}
+	h := Holder{Client: a.client, Goroutine: a.g, Name: a.name, Limit: a.limit, Election: r.elect[a.name], Token: a.token, Acquired: a.acquired, Lock: l}
 	high, ctr, applied := r.keys(a.name)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.lease)
-	v, gerr := r.rc.Do(wctx, r.rc.B().Get().Key(ctr).Build()).AsInt64()
-	if rueidis.IsRedisNil(gerr) {
-		v, gerr = 0, nil
+	var (
+		v    int64
+		gerr = errNoCounter
+	)
+	if a.limit == 0 {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.lease)
+		v, gerr = r.rc.Do(wctx, r.rc.B().Get().Key(ctr).Build()).AsInt64()
+		if rueidis.IsRedisNil(gerr) {
+			v, gerr = 0, nil
+		}
+		cancel()
 	}
-	cancel()
 	if d := rng.Int64N(int64(r.cfg.Hold) + 1); d > 0 {
 		t := time.NewTimer(time.Duration(d))
 		select {
@@ -760,6 +807,10 @@ func Kind(err error) string {
 		return "not-replicated"
 	case errors.Is(err, baton.ErrInvalidName), errors.Is(err, baton.ErrInvalidOptions):
 		return "invalid"
+	case errors.Is(err, baton.ErrLimitMismatch):
+		return "limit-mismatch"
+	case errors.Is(err, baton.ErrNoLeader):
+		return "no-leader"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return "context"
 	case errors.As(err, &re) && !re.IsNil():
@@ -794,7 +845,10 @@ type Report struct {
 	LossHandovers     int           // acquisitions by another holder after a holder was told of its loss, before it unlocked
 	MinLossLead       time.Duration // of those, the shortest time from the loss signal to the next acquisition
 
-	Overlaps        int // two holders at once, the earlier not told of its loss: a failure
+	SemAcquisitions int // of the acquisitions, permits of semaphores
+	MaxPermits      int // most holders of one semaphore at once, none told of its loss
+
+	Overlaps        int // two holders at once (limit+1 of a semaphore), the earlier not told of its loss: a failure
 	ExcusedOverlaps int // overlaps across a data loss (Config.DataLoss)
 	TokenInversions int // tokens not rising in acquisition order
 
@@ -812,6 +866,16 @@ type Report struct {
 	MaxIdleWait time.Duration // longest a Lock caller waited on a free name after the fault
 	Hangs       int           // Lock calls that waited on a free name longer than HangBound
 	Stuck       int           // calls still running when the run had to end
+
+	Leaderships      int           // of the acquisitions, leaderships of elections
+	Observed         int           // leaders read from Observe channels
+	LeaderReads      int           // Leader calls
+	LeaderInversions int           // a reader saw a lower token after a higher one
+	ForeignLeaders   int           // a reader saw a leader no Campaign was (value or token)
+	UnclaimedLeaders int           // a reader saw a Campaign's earlier grant, which lapsed unclaimed
+	MaxConverge      time.Duration // longest the observers took to agree when the run settled
+	Unconverged      int           // observers that did not agree within HangBound
+	Settled          []string      // how each election settled
 
 	Unexpected  []string // first errors outside the documented ones
 	NUnexpected int
@@ -845,6 +909,10 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "losses signalled %d (then taken by another: %d, min lead %s), unsignalled %d\n",
 		r.LossesSignalled, r.LossHandovers, lead, r.UnsignalledLosses)
+	if len(r.cfg.Semaphores) > 0 {
+		fmt.Fprintf(&b, "semaphores %v: %d permits acquired, at most %d holders of one at once\n", r.cfg.Semaphores, r.SemAcquisitions, r.MaxPermits)
+	}
+	b.WriteString(r.electionsText())
 	fmt.Fprintf(&b, "overlaps %d (excused %d), token inversions %d\n", r.Overlaps, r.ExcusedOverlaps, r.TokenInversions)
 	fmt.Fprintf(&b, "fenced writes: applied %d, rejected %d, unknown %d; applied in Redis %d; counter %d\n",
 		r.WritesApplied, r.WritesRejected, r.WritesUnknown, r.AppliedInRedis, r.Counter)
@@ -888,6 +956,9 @@ func (r Report) Check() error {
 	if r.Acquisitions == 0 {
 		f = append(f, "no acquisitions: the run checked nothing")
 	}
+	if len(r.cfg.Semaphores) > 0 && r.SemAcquisitions == 0 {
+		f = append(f, "no permit acquired: the semaphores were not checked")
+	}
 	if r.Overlaps > 0 {
 		f = append(f, fmt.Sprintf("%d overlapping holds", r.Overlaps))
 	}
@@ -899,6 +970,13 @@ func (r Report) Check() error {
 	}
 	if r.Hangs > 0 {
 		f = append(f, fmt.Sprintf("%d Lock calls waited more than %v on a free name after the fault", r.Hangs, r.cfg.HangBound))
+	}
+	if r.cfg.Elections > 0 && r.Leaderships == 0 {
+		f = append(f, "no leadership: the elections were not checked")
+	}
+	if r.LeaderInversions > 0 || r.ForeignLeaders > 0 || r.Unconverged > 0 {
+		f = append(f, fmt.Sprintf("elections: %d leaders read out of token order, %d not a campaign's, %d observers that did not settle",
+			r.LeaderInversions, r.ForeignLeaders, r.Unconverged))
 	}
 	if r.Stuck > 0 {
 		f = append(f, fmt.Sprintf("%d calls never returned", r.Stuck))
@@ -917,6 +995,7 @@ func (r Report) Check() error {
 
 // analyse fills rep from the records; every worker has stopped.
 func (r *run) analyse(ctx context.Context, rep *Report) {
+	r.judgeElections(rep)
 	rep.LockErrors, rep.TryLockErrors, rep.UnlockErrors = r.lock, r.trylock, r.unlock
 	rep.Unexpected, rep.NUnexpected = r.errs, r.nerrs
 	rep.TryLockBusy = r.trylock["not-acquired"]
@@ -957,6 +1036,10 @@ func (r *run) analyse(ctx context.Context, rep *Report) {
 	}
 	for name, as := range byName {
 		slices.SortStableFunc(as, func(x, y *acq) int { return x.acquired.Compare(y.acquired) })
+		if limit := r.limits[name]; limit > 0 {
+			r.semaphore(rep, name, limit, as)
+			continue
+		}
 		r.overlaps(rep, name, as)
 		// Tokens rise in acquisition order.
 		var top *acq
@@ -1041,11 +1124,13 @@ func (r *run) excused(a, b *acq) bool {
 	return false
 }
 
+// iv is an interval in which a name is busy.
+type iv struct{ from, to time.Time }
+
 // hangs finds Lock calls that waited on a free name after the fault ended.
 // A name is busy from an acquisition until its Unlock returned; after a
 // loss or a failed Unlock the key may stay in Redis, so for a lease more.
 func (r *run) hangs(rep *Report, byName map[string][]*acq, faultEnd time.Time) {
-	type iv struct{ from, to time.Time }
 	busy := map[string][]iv{}
 	for name, as := range byName {
 		for _, a := range as {
@@ -1065,6 +1150,10 @@ func (r *run) hangs(rep *Report, byName map[string][]*acq, faultEnd time.Time) {
 			from = faultEnd
 		}
 		if !c.end.After(from) {
+			continue
+		}
+		if limit := r.limits[c.name]; limit > 0 {
+			r.semHang(rep, c, semFree(busy[c.name], limit, from, c.end))
 			continue
 		}
 		// Longest stretch of [from, c.end] not covered by busy intervals.

@@ -2,7 +2,8 @@ package checker
 
 // The randomized workload: RunWorkload drives baton through its public API
 // only (New, NewSession, Lock, TryLock, Do, Unlock, Err, Done, Context,
-// Held, Session.Close, Client.Close) with several Clients of different
+// Held, Session.Close, Client.Close, and Semaphore's Acquire and
+// TryAcquire) with several Clients of different
 // leases, extra Sessions that are closed and re-made, whole Clients that
 // are closed and re-made, random operations, ctx deadlines and cancels and
 // hold times, with or without faults, and judges what it saw with the
@@ -42,6 +43,18 @@ type Workload struct {
 	Goroutines int
 	// Names is the number of lock names (1 to 16 make sense); default 4.
 	Names int
+	// Semaphores are the limits of semaphore names besides the lock names:
+	// "<prefix>-s<i>" has Semaphores[i] permits. Workers pick among all
+	// names alike; on a semaphore they call Acquire where they would call
+	// Lock or Do, and TryAcquire where they would call TryLock. See
+	// workload_semaphore.go for how the oracles read permits.
+	Semaphores []int
+	// Elections is the number of election names "<prefix>-e<i>" besides
+	// those, on which workers Campaign (each call with a value of its own)
+	// instead of any other call. A leadership is read as the permit of a
+	// semaphore of 1 (workload_semaphore.go), whose tokens also rise in
+	// acquisition order.
+	Elections int
 	// Duration is how long workers start new operations; default 3s.
 	Duration time.Duration
 	// Seed makes the random choices repeatable (not the scheduling);
@@ -197,9 +210,17 @@ const (
 	opLock opKind = iota
 	opTry
 	opDo
+	opAcquire    // Semaphore.Acquire
+	opTryAcquire // Semaphore.TryAcquire
+	opCampaign   // Election.Campaign
 )
 
-func (o opKind) String() string { return [...]string{"Lock", "TryLock", "Do"}[o] }
+func (o opKind) String() string {
+	return [...]string{"Lock", "TryLock", "Do", "Acquire", "TryAcquire", "Campaign"}[o]
+}
+
+// try says whether the call makes one attempt (TryLock, TryAcquire).
+func (o opKind) try() bool { return o == opTry || o == opTryAcquire }
 
 type wclient struct {
 	slot, gen  int
@@ -220,7 +241,7 @@ type wsession struct {
 	lease time.Duration
 	s     *baton.Session
 
-	member string // learned from Held at its first acquisition (r.mu)
+	member string // Session.ID; probe and learn confirm it from Held (r.mu)
 	// The first Close that reached it: its own or its Client's (r.mu).
 	closeStart, closeEnd time.Time
 	closedBy             string
@@ -243,7 +264,7 @@ type wcall struct {
 	hold     *whold
 }
 
-func (c *wcall) waits() bool { return c.op != opTry }
+func (c *wcall) waits() bool { return !c.op.try() }
 
 // whold is one acquisition.
 type whold struct {
@@ -347,7 +368,10 @@ func (h *whold) busyUntil() time.Time {
 type wrun struct {
 	cfg      Workload
 	maxLease time.Duration
-	names    []string
+	names    []string // lock names, then semaphore names, then election names
+	limits   []int    // per name: the semaphore's limit (1 for an election); 0 for a lock
+	elect    []bool   // per name: an election
+	values   atomic.Int64
 	rc       rueidis.Client
 	t0       time.Time
 	stopAt   time.Time
@@ -430,6 +454,10 @@ func RunWorkload(ctx context.Context, cfg Workload, fault func(ctx context.Conte
 	r.maxLease = cfg.CloseBound - time.Second
 	for i := range cfg.Names {
 		r.names = append(r.names, fmt.Sprintf("%s-%d", cfg.KeyPrefix, i))
+		r.limits, r.elect = append(r.limits, 0), append(r.elect, false)
+	}
+	if err := r.semNames(); err != nil {
+		return WorkloadReport{}, err
 	}
 	ro := cfg.Redis()
 	ro.DisableCache = true
@@ -440,8 +468,8 @@ func RunWorkload(ctx context.Context, cfg Workload, fault func(ctx context.Conte
 	}
 	r.rc = rc
 	keys := []string{}
-	for _, n := range r.names {
-		k := r.lockKey(n)
+	for i := range r.names {
+		k := r.keyOf(i)
 		keys = append(keys, k, k+":q", k+":d")
 	}
 	if err := rc.Do(ctx, rc.B().Del().Key(keys...).Build()).Error(); err != nil {
@@ -620,6 +648,10 @@ func (r *wrun) newClient(slot, gen int, rng *rand.Rand) (*wclient, error) {
 func (r *wrun) addSessionLocked(cl *wclient, s *baton.Session, lease time.Duration) *wsession {
 	r.nsess++
 	ws := &wsession{cl: cl, s: s, lease: lease, label: fmt.Sprintf("%s.s%d[%v]", cl.label, len(cl.all), lease)}
+	// Permits name their slots "<member>.<slot>" in Redis: the member is
+	// known from the start (Session.ID), not only once a lock was held.
+	ws.member = s.ID()
+	r.members[ws.member] = ws
 	cl.all = append(cl.all, ws)
 	r.sessions = append(r.sessions, ws)
 	return ws
@@ -710,9 +742,9 @@ func (r *wrun) callCtx(op opKind, rng *rand.Rand) (context.Context, context.Canc
 	c := &wcall{op: op}
 	lt := int64(r.cfg.LockTimeout)
 	switch p := rng.IntN(100); {
-	case op == opTry && p < 20:
+	case op.try() && p < 20:
 		c.timeout = 30*time.Microsecond + time.Duration(rng.Int64N(int64(270*time.Microsecond)))
-	case op == opTry:
+	case op.try():
 		c.timeout = time.Second
 	case p < 20:
 		c.timeout = 10*time.Microsecond + time.Duration(rng.Int64N(int64(time.Millisecond)))
@@ -723,7 +755,7 @@ func (r *wrun) callCtx(op opKind, rng *rand.Rand) (context.Context, context.Canc
 	}
 	ctx, cancel := context.WithTimeout(r.hard, c.timeout)
 	cancelled := new(atomic.Bool)
-	if op != opTry && rng.IntN(100) < 15 {
+	if !op.try() && rng.IntN(100) < 15 {
 		c.cancelAt = time.Duration(rng.Int64N(int64(30 * time.Millisecond)))
 		t := time.AfterFunc(c.cancelAt, func() { cancelled.Store(true); cancel() })
 		return ctx, func() { t.Stop(); cancel() }, c, cancelled
@@ -759,6 +791,9 @@ func (r *wrun) operate(ws *wsession, rng *rand.Rand) {
 	}
 	name := rng.IntN(len(r.names))
 	nm := r.names[name]
+	if r.limits[name] > 0 {
+		op = r.semOp(name, op)
+	}
 	ctx, cancel, c, cancelled := r.callCtx(op, rng)
 	defer cancel()
 	c.sess, c.name = ws, name
@@ -769,15 +804,10 @@ func (r *wrun) operate(ws *wsession, rng *rand.Rand) {
 	r.calls = append(r.calls, c)
 	r.mu.Unlock()
 	switch op {
-	case opLock, opTry:
-		var l *baton.Lock
-		var err error
-		if op == opTry {
-			l, err = ws.s.TryLock(ctx, nm)
-		} else {
-			l, err = ws.s.Lock(ctx, nm)
-		}
+	case opLock, opTry, opAcquire, opTryAcquire, opCampaign:
+		l, err := r.acquire(ctx, ws, op, name)
 		now := time.Now()
+		ended := endedNow(l)
 		r.endCall(c, now, err, ctx, deadline, cancelled)
 		if err != nil {
 			return
@@ -786,7 +816,7 @@ func (r *wrun) operate(ws *wsession, rng *rand.Rand) {
 			r.failf(oErr, "%s %s by %s returned neither a lock nor an error", op, nm, ws.label)
 			return
 		}
-		h := r.addHold(c, l, now)
+		h := r.addHold(c, l, now, ended)
 		r.sleep(hold, l.Done())
 		errAtEnd := l.Err()
 		ut := r.cfg.CloseBound
@@ -804,13 +834,14 @@ func (r *wrun) operate(ws *wsession, rng *rand.Rand) {
 		var h *whold
 		err := ws.s.Do(ctx, nm, func(fctx context.Context) error {
 			now := time.Now()
-			r.endCall(c, now, nil, ctx, deadline, cancelled)
 			l, ok := baton.FromContext(fctx)
+			ended := endedNow(l)
+			r.endCall(c, now, nil, ctx, deadline, cancelled)
 			if !ok {
 				r.failf(oErr, "Do %s by %s: FromContext found no Lock in fn's ctx", nm, ws.label)
 				return nil
 			}
-			h = r.addHold(c, l, now)
+			h = r.addHold(c, l, now, ended)
 			r.sleep(hold, fctx.Done())
 			errAtEnd := l.Err()
 			h.set(func() { h.errAtEnd, h.unlockAt, h.unlocked = errAtEnd, time.Now(), true })
@@ -851,7 +882,7 @@ func (r *wrun) endCall(c *wcall, now time.Time, err error, ctx context.Context, 
 	r.mu.Unlock()
 	switch {
 	case err == nil:
-	case kind == "not-acquired" && c.op == opTry:
+	case kind == "not-acquired" && c.op.try():
 	case kind == "context":
 		r.judgeCtxErr(fmt.Sprintf("%s %s by %s (started %s, timeout %v)", c.op, r.names[c.name], c.sess.label, r.at(c.start), c.timeout),
 			err, ctx, deadline, cancelled, now)
@@ -919,18 +950,29 @@ func (r *wrun) judgeUnlock(h *whold, err error, ctx context.Context, deadline ti
 	}
 }
 
-// addHold records an acquisition and starts watching its Done.
-func (r *wrun) addHold(c *wcall, l *baton.Lock, now time.Time) *whold {
-	ws := c.sess
-	h := &whold{call: c, sess: ws, name: c.name, token: l.Token(), acquired: now, lock: l}
+// endedNow says whether l (nil: none) had ended when it was returned:
+// its Err if Done is closed (looked at right after the call returned, as
+// a Close that begins later may end it any time), else nil.
+func endedNow(l *baton.Lock) error {
+	if l == nil {
+		return nil
+	}
 	select {
 	case <-l.Done():
-		h.returnedEnded = l.Err()
-		if h.returnedEnded == nil {
-			h.returnedEnded = errors.New("Done closed, Err nil")
+		if err := l.Err(); err != nil {
+			return err
 		}
+		return errors.New("Done closed, Err nil")
 	default:
+		return nil
 	}
+}
+
+// addHold records an acquisition, returned at now already ended with
+// ended (see endedNow) or not, and starts watching its Done.
+func (r *wrun) addHold(c *wcall, l *baton.Lock, now time.Time, ended error) *whold {
+	ws := c.sess
+	h := &whold{call: c, sess: ws, name: c.name, token: l.Token(), acquired: now, lock: l, returnedEnded: ended}
 	r.mu.Lock()
 	c.hold = h
 	r.holds = append(r.holds, h)
@@ -1202,6 +1244,7 @@ func (r *wrun) checkClosed(sessions []*wsession) {
 		return // stuck calls are reported at the end
 	}
 	after := time.Now()
+	r.semClosed(closed, after)
 	st, err := r.scan(r.hard)
 	if err != nil {
 		r.mu.Lock()
@@ -1280,7 +1323,7 @@ func (r *wrun) scanOnce(ctx context.Context) ([]keyState, error) {
 	defer cancel()
 	b := r.rc.B()
 	cmds := rueidis.Commands{b.Time().Build()}
-	for _, n := range r.names {
+	for _, n := range r.names[:r.cfg.Names] { // semScan reads the semaphores
 		k := r.lockKey(n)
 		cmds = append(cmds, b.Get().Key(k).Build(), b.Pttl().Key(k).Build(),
 			b.Lrange().Key(k+":q").Start(0).Stop(-1).Build(), b.Hgetall().Key(k+":d").Build())
@@ -1294,7 +1337,7 @@ func (r *wrun) scanOnce(ctx context.Context) ([]keyState, error) {
 	usec, _ := strconv.ParseInt(tm[1], 10, 64)
 	nowMs := sec*1000 + usec/1000
 	var out []keyState
-	for i, n := range r.names {
+	for i, n := range r.names[:r.cfg.Names] {
 		rs := res[1+4*i : 5+4*i]
 		ks := keyState{name: n}
 		v, err := rs[0].ToString()
@@ -1375,6 +1418,7 @@ func (r *wrun) finalScan(ctx context.Context) {
 				ks.name, r.labels(live), r.labels(ks.queue), ks.entries)
 		}
 	}
+	r.semFinalScan(ctx, excused)
 }
 
 // stuck reports the calls still in flight when the workers should have
@@ -1396,12 +1440,13 @@ func (r *wrun) stuck() {
 // sample is what Redis held for a name, read between sent and got.
 type sample struct {
 	sent, got time.Time
-	value     string   // the lock key ("" if none)
+	value     string   // the lock key ("" if none); a semaphore's holder fields, sorted, space-separated
 	queue     []string // the queue list
 }
 
-// sampler reads every name's lock key and queue every 10 ms until stop and
-// keeps every change, so that a finding can say what Redis held meanwhile.
+// sampler reads every name's lock key (a semaphore's holders) and queue
+// every 10 ms until stop and keeps every change, so that a finding can say
+// what Redis held meanwhile.
 func (r *wrun) sampler(stop <-chan struct{}) {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
@@ -1414,9 +1459,13 @@ func (r *wrun) sampler(stop <-chan struct{}) {
 		}
 		b := r.rc.B()
 		cmds := make(rueidis.Commands, 0, 2*len(r.names))
-		for _, n := range r.names {
-			k := r.lockKey(n)
-			cmds = append(cmds, b.Get().Key(k).Build(), b.Lrange().Key(k+":q").Start(0).Stop(-1).Build())
+		for i := range r.names {
+			k := r.keyOf(i)
+			get := b.Get().Key(k).Build()
+			if r.limits[i] > 0 {
+				get = b.Hkeys().Key(k).Build()
+			}
+			cmds = append(cmds, get, b.Lrange().Key(k+":q").Start(0).Stop(-1).Build())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		sent := time.Now()
@@ -1425,6 +1474,9 @@ func (r *wrun) sampler(stop <-chan struct{}) {
 		cancel()
 		for i := range r.names {
 			v, err := res[2*i].ToString()
+			if r.limits[i] > 0 {
+				v, err = permitHolders(res[2*i])
+			}
 			if err != nil && !rueidis.IsRedisNil(err) {
 				continue
 			}

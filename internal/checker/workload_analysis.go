@@ -87,6 +87,14 @@ import (
 // that returns a lock already ended by a Close.
 //
 // (j) No call hangs: every call returns once the Clients closed.
+//
+// Semaphore and election names (Workload.Semaphores, Workload.Elections)
+// are judged by (a) and (g) to (j) as locks are, permits and leaderships
+// as locks, and by (b) to (d) and (f) as workload_semaphore.go says: at
+// most Limit holders (one leader) at once, unique tokens above every token
+// returned before the call began, no wait while fewer than Limit hold and
+// wait ahead, nothing of a closed session left in their hashes and
+// queues; (e) does not apply to them.
 type WorkloadReport struct {
 	Seed    uint64
 	Elapsed time.Duration
@@ -109,6 +117,12 @@ type WorkloadReport struct {
 	OverlapsBetweenGoroutines int           // of the overlaps, inside one session
 	TokenInversions, Overlaps int
 
+	Semaphores         []int // limits of the semaphore names
+	PermitAcquisitions int   // of the acquisitions, permits
+	MaxPermits         int   // most holders of one semaphore (or election) at once, by the record (b)
+	Elections          int   // election names
+	Leaderships        int   // of the acquisitions, leaderships
+
 	Failures map[string][]string // by oracle, the first messages
 	Counts   map[string]int      // by oracle, all failures
 	Leaked   string
@@ -123,6 +137,12 @@ func (r WorkloadReport) Check() error {
 	var b strings.Builder
 	if r.Acquisitions == 0 {
 		b.WriteString("no acquisitions: the run checked nothing\n")
+	}
+	if len(r.Semaphores) > 0 && r.PermitAcquisitions == 0 {
+		b.WriteString("no permit acquired: the semaphores were not checked\n")
+	}
+	if r.Elections > 0 && r.Leaderships == 0 {
+		b.WriteString("no leadership: the elections were not checked\n")
 	}
 	for _, o := range oracleOrder {
 		if r.Counts[o] == 0 {
@@ -164,6 +184,10 @@ func (r WorkloadReport) String() string {
 		r.SessionCloses, ms(r.MaxSessionClose), r.ClientCloses, ms(r.MaxClientClose))
 	fmt.Fprintf(&b, "idle waits (d): %d waits with a free stretch, p50 %s, p99 %s, max %s; most turns of one session in one wait (e): %d\n",
 		r.IdleWaits, ms(r.IdleP50), ms(r.IdleP99), ms(r.IdleMax), r.MaxTurns)
+	if len(r.Semaphores) > 0 || r.Elections > 0 {
+		fmt.Fprintf(&b, "semaphores %v: %d permits acquired; elections %d: %d leaderships; at most %d holders of one at once\n",
+			r.Semaphores, r.PermitAcquisitions, r.Elections, r.Leaderships, r.MaxPermits)
+	}
 	fmt.Fprintf(&b, "overlaps %d (inside one session %d), token inversions %d", r.Overlaps, r.OverlapsBetweenGoroutines, r.TokenInversions)
 	if f := r.Failed(); len(f) > 0 {
 		fmt.Fprintf(&b, "\nFAILED: %s", strings.Join(f, ", "))
@@ -182,9 +206,11 @@ func (r *wrun) analyse() WorkloadReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rep := WorkloadReport{
-		Seed:   r.cfg.Seed,
-		Faults: len(r.faults),
-		Calls:  map[string]int{},
+		Seed:       r.cfg.Seed,
+		Faults:     len(r.faults),
+		Calls:      map[string]int{},
+		Semaphores: r.cfg.Semaphores,
+		Elections:  r.cfg.Elections,
 	}
 	rep.Clients, rep.Sessions = len(r.clients), len(r.sessions)
 	for _, cl := range r.clients {
@@ -206,7 +232,7 @@ func (r *wrun) analyse() WorkloadReport {
 		switch {
 		case c.kind == "not-acquired":
 			rep.TryLockBusy++
-		case c.kind == "context" && c.op != opTry:
+		case c.kind == "context" && !c.op.try():
 			rep.CtxEnded++
 		}
 		if c.waits() {
@@ -228,6 +254,10 @@ func (r *wrun) analyse() WorkloadReport {
 		ws := waiters[name]
 		slices.SortStableFunc(ws, func(x, y *wcall) int { return x.start.Compare(y.start) })
 		r.losses(hs)
+		if limit := r.limits[name]; limit > 0 {
+			idle = append(idle, r.semaphore(&rep, limit, hs, ws)...)
+			continue
+		}
 		r.overlaps(&rep, hs)
 		r.tokens(&rep, hs)
 		idle = append(idle, r.idle(hs, ws)...)

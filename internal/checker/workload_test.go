@@ -57,6 +57,8 @@ func newAnalysis() analysisRun {
 	r := &wrun{
 		cfg:    Workload{WaitBound: 100 * time.Millisecond, FIFOSlack: 2, FaultGrace: time.Second},
 		names:  []string{"n"},
+		limits: []int{0},
+		elect:  []bool{false},
 		t0:     t0,
 		fails:  map[string][]string{},
 		nfails: map[string]int{},

@@ -1,0 +1,228 @@
+package checker
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/redistest"
+)
+
+// semAnalysis is newAnalysis for one semaphore of limit permits.
+func semAnalysis(limit int) analysisRun {
+	a := newAnalysis()
+	a.names, a.limits, a.elect = []string{"s"}, []int{limit}, []bool{false}
+	return a
+}
+
+// permit is analysisRun.hold for an Acquire call.
+func (a analysisRun) permit(s *wsession, token uint64, call, acq, unlock int) *whold {
+	h := a.hold(s, token, call, acq, unlock)
+	h.call.op = opAcquire
+	return h
+}
+
+func TestWorkloadSemOverlapOracle(t *testing.T) {
+	t.Run("limit+1 holders", func(t *testing.T) {
+		a := semAnalysis(2)
+		a.permit(a.session("s", time.Second), 1, 0, 1, 50)
+		a.permit(a.session("u", time.Second), 2, 0, 2, 60)
+		a.permit(a.session("v", time.Second), 3, 0, 20, 70)
+		rep := a.check(t, oOverlap, 1)
+		if rep.Overlaps != 1 || rep.MaxPermits != 3 || !strings.Contains(rep.Failures[oOverlap][0], "while 2 others held a permit") {
+			t.Fatalf("overlaps %d, max permits %d: %v", rep.Overlaps, rep.MaxPermits, rep.Failures[oOverlap])
+		}
+	})
+	t.Run("limit holders", func(t *testing.T) {
+		a := semAnalysis(2)
+		a.permit(a.session("s", time.Second), 1, 0, 1, 50)
+		a.permit(a.session("u", time.Second), 2, 0, 2, 60)
+		a.permit(a.session("v", time.Second), 3, 0, 55, 70) // after s's Unlock
+		if rep := a.check(t, oOverlap, 0); rep.MaxPermits != 2 || rep.PermitAcquisitions != 3 {
+			t.Fatalf("max permits %d, permits %d", rep.MaxPermits, rep.PermitAcquisitions)
+		}
+	})
+	t.Run("told first", func(t *testing.T) {
+		a := semAnalysis(2)
+		a.faults = []window{{a.at(0), a.at(1)}}
+		h := a.permit(a.session("s", time.Second), 1, 0, 1, 50)
+		h.doneAt, h.cause = a.at(15), baton.ErrLockLost
+		a.permit(a.session("u", time.Second), 2, 0, 2, 60)
+		a.permit(a.session("v", time.Second), 3, 0, 20, 70)
+		a.check(t, oOverlap, 0)
+	})
+}
+
+func TestWorkloadSemTokenOracle(t *testing.T) {
+	t.Run("duplicate", func(t *testing.T) {
+		a := semAnalysis(2)
+		a.permit(a.session("s", time.Second), 5, 0, 1, 10)
+		a.permit(a.session("u", time.Second), 5, 0, 2, 10)
+		rep := a.check(t, oToken, 1)
+		if !strings.Contains(rep.Failures[oToken][0], "DUPLICATE") {
+			t.Fatalf("%v", rep.Failures[oToken])
+		}
+	})
+	t.Run("below one returned a lease before the call", func(t *testing.T) {
+		a := semAnalysis(2)
+		a.permit(a.session("s", time.Second), 5, 0, 1, 10)
+		a.permit(a.session("u", time.Second), 4, 1100, 1101, 1110)
+		a.check(t, oToken, 1)
+	})
+	t.Run("below one returned within a lease before the call", func(t *testing.T) {
+		// A permit granted to u's session before s got 5 reached u's
+		// caller after: tokens follow Redis's order, not the calls'.
+		a := semAnalysis(2)
+		a.permit(a.session("s", time.Second), 5, 0, 1, 10)
+		a.permit(a.session("u", time.Second), 4, 2, 3, 10)
+		a.check(t, oToken, 0)
+	})
+	t.Run("concurrent calls out of order", func(t *testing.T) {
+		a := semAnalysis(2)
+		a.permit(a.session("s", time.Second), 5, 0, 2, 10)
+		a.permit(a.session("u", time.Second), 4, 1, 3, 10) // called before s's returned
+		a.check(t, oToken, 0)
+	})
+}
+
+func TestWorkloadSemIdleOracle(t *testing.T) {
+	t.Run("free permit", func(t *testing.T) {
+		a := semAnalysis(2)
+		s, u, v := a.session("s", time.Second), a.session("u", time.Second), a.session("v", time.Second)
+		a.permit(s, 1, 0, 1, 50)
+		a.permit(u, 2, 0, 2, 400)
+		w := a.wait(v, 10, 300) // one permit free from 51 to 300
+		w.op = opAcquire
+		rep := a.check(t, oIdle, 1)
+		if rep.IdleMax != 249*time.Millisecond || !strings.Contains(rep.Failures[oIdle][0], "fewer than 2 permits") {
+			t.Fatalf("idle max %v: %v", rep.IdleMax, rep.Failures[oIdle])
+		}
+	})
+	t.Run("both held", func(t *testing.T) {
+		a := semAnalysis(2)
+		s, u, v := a.session("s", time.Second), a.session("u", time.Second), a.session("v", time.Second)
+		a.permit(s, 1, 0, 1, 350)
+		a.permit(u, 2, 0, 2, 400)
+		a.wait(v, 10, 300)
+		a.check(t, oIdle, 0)
+	})
+	t.Run("someone ahead", func(t *testing.T) {
+		a := semAnalysis(2)
+		s, u, v, x := a.session("s", time.Second), a.session("u", time.Second), a.session("v", time.Second), a.session("x", time.Second)
+		a.permit(s, 1, 0, 1, 50)
+		a.permit(u, 2, 0, 2, 400)
+		a.wait(x, 5, 300) // ahead of v's waiter: its own idle wait is the finding
+		a.wait(v, 10, 300)
+		rep := a.check(t, oIdle, 1)
+		if !strings.Contains(rep.Failures[oIdle][0], "by x") {
+			t.Fatalf("blamed the wrong waiter: %v", rep.Failures[oIdle])
+		}
+	})
+	t.Run("fault", func(t *testing.T) {
+		a := semAnalysis(2)
+		a.faults = []window{{a.at(40), a.at(45)}}
+		s, u, v := a.session("s", time.Second), a.session("u", time.Second), a.session("v", time.Second)
+		a.permit(s, 1, 0, 1, 50)
+		a.permit(u, 2, 0, 2, 400)
+		a.wait(v, 10, 300)
+		a.check(t, oIdle, 0)
+	})
+}
+
+func TestFreeStretch(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cs := []cover{
+		{from: at(0), to: at(30), n: 1},
+		{from: at(10), to: at(20), n: 1},
+		{from: at(20), to: at(40), n: 1}, // takes over at 20: no gap
+		{from: at(60), to: at(70), n: 2},
+	}
+	for _, tc := range []struct{ limit, from, to, want int }{
+		{2, 0, 100, 30}, // 70..100
+		{2, 0, 55, 25},  // 30..55 (two busy 10..30, then one, then none)
+		{3, 0, 100, 100},
+		{1, 0, 100, 30},
+		{2, 12, 28, 0},
+	} {
+		if d, _, _ := freeStretch(cs, tc.limit, at(tc.from), at(tc.to)); d != time.Duration(tc.want)*time.Millisecond {
+			t.Errorf("limit %d [%d, %d] = %v, want %dms", tc.limit, tc.from, tc.to, d, tc.want)
+		}
+	}
+}
+
+// TestWorkloadSemLeftovers: a holder field and a queue entry left in a
+// semaphore's keys by nobody the run knows are found once every Client
+// closed.
+func TestWorkloadSemLeftovers(t *testing.T) {
+	srv := redistest.Start(t)
+	if err := srv.Do(t, "PING").Error(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := RunWorkload(context.Background(), Workload{
+		Names:              1,
+		Semaphores:         []int{3},
+		Duration:           time.Second,
+		Sessions:           -1,
+		SessionCloseEvery:  -1,
+		ClientRestartEvery: -1,
+		Options:            func(int) baton.Options { return baton.Options{Redis: srv.Option()} },
+		Redis:              srv.Option,
+		LeakOptions:        redistest.KnownLeaks(),
+	}, func(ctx context.Context) {
+		<-ctx.Done()
+		// A live holder (deadline in an hour) and a queue entry of slots
+		// no session of the run has.
+		k := "wl:s:{wl-s0}"
+		dl := time.Now().Add(time.Hour).UnixMilli()
+		for _, cmd := range [][]string{
+			{"HSET", k, "ghost.0", "1:" + itoa(dl)},
+			{"RPUSH", k + ":q", "ghost.1"},
+			{"HSET", k + ":d", "ghost.1", itoa(dl) + ":1000"},
+		} {
+			if err := srv.Do(t, cmd...).Error(); err != nil {
+				t.Errorf("%v: %v", cmd, err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := strings.Join(rep.Failures[oClose], "\n")
+	t.Logf("report:\n%s\n(f): %s", rep, msgs)
+	if !strings.Contains(msgs, "still has holders [?ghost.0") || !strings.Contains(msgs, "?ghost.1") {
+		t.Fatalf("the leftovers were not found: %v", rep.Failures)
+	}
+	if rep.PermitAcquisitions == 0 {
+		t.Fatal("no permit acquired")
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestWorkloadElectionOracles: leaderships are permits of a semaphore of
+// 1, whose tokens also rise in acquisition order.
+func TestWorkloadElectionOracles(t *testing.T) {
+	elect := func() analysisRun {
+		a := semAnalysis(1)
+		a.elect = []bool{true}
+		return a
+	}
+	t.Run("two leaders", func(t *testing.T) {
+		a := elect()
+		a.permit(a.session("s", time.Second), 1, 0, 1, 50).call.op = opCampaign
+		a.permit(a.session("u", time.Second), 2, 0, 20, 60).call.op = opCampaign
+		if rep := a.check(t, oOverlap, 1); rep.Leaderships != 2 || rep.PermitAcquisitions != 0 {
+			t.Fatalf("%d leaderships, %d permits", rep.Leaderships, rep.PermitAcquisitions)
+		}
+	})
+	t.Run("token order", func(t *testing.T) {
+		a := elect()
+		a.permit(a.session("s", time.Second), 5, 0, 1, 10)
+		a.permit(a.session("u", time.Second), 4, 0, 11, 20) // called before s's returned: only (c) of locks sees it
+		a.check(t, oToken, 1)
+	})
+}
