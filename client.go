@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton/admin"
@@ -489,37 +488,4 @@ func (c *Client) Close() error {
 	<-calls
 	c.wg.Wait()
 	return errors.Join(errs...)
-}
-
-// Stats are counters since New. Read them with Client.Stats.
-type Stats struct {
-	Acquired      uint64 // locks returned by Lock and TryLock, by any path
-	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
-	Granted       uint64 // of those, granted by another session's release
-	Waits         uint64 // Lock calls that went to sleep before they got the lock (Waiting events that ended in Acquired)
-	Timeouts      uint64 // Lock calls that gave up because ctx ended
-	Lost          uint64 // held locks lost before Unlock
-	RenewalErrors uint64 // renewal round trips that failed and were retried
-	Held          int    // locks held now
-}
-
-type counters struct {
-	acquired, handoffs, granted, waits, timeouts, lost, renewErrs atomic.Uint64
-}
-
-// Stats returns the client's counters and the number of locks held now.
-func (c *Client) Stats() Stats {
-	st := Stats{
-		Acquired:      c.stats.acquired.Load(),
-		LocalHandoffs: c.stats.handoffs.Load(),
-		Granted:       c.stats.granted.Load(),
-		Waits:         c.stats.waits.Load(),
-		Timeouts:      c.stats.timeouts.Load(),
-		Lost:          c.stats.lost.Load(),
-		RenewalErrors: c.stats.renewErrs.Load(),
-	}
-	for _, s := range c.allSessions() {
-		st.Held += len(s.Held())
-	}
-	return st
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -166,4 +167,37 @@ func (c *Client) observeCall(ctx context.Context, lname string, wait bool, w *wa
 	case wait:
 		c.obs.Observe(ctx, Event{Kind: GaveUp, Name: lname, Wait: time.Since(start), Queued: queued, Err: err})
 	}
+}
+
+// Stats are counters since New. Read them with Client.Stats.
+type Stats struct {
+	Acquired      uint64 // locks returned by Lock and TryLock, by any path
+	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
+	Granted       uint64 // of those, granted by another session's release
+	Waits         uint64 // Lock calls that went to sleep before they got the lock (Waiting events that ended in Acquired)
+	Timeouts      uint64 // Lock calls that gave up because ctx ended
+	Lost          uint64 // held locks lost before Unlock
+	RenewalErrors uint64 // renewal round trips that failed and were retried
+	Held          int    // locks held now
+}
+
+type counters struct {
+	acquired, handoffs, granted, waits, timeouts, lost, renewErrs atomic.Uint64
+}
+
+// Stats returns the client's counters and the number of locks held now.
+func (c *Client) Stats() Stats {
+	st := Stats{
+		Acquired:      c.stats.acquired.Load(),
+		LocalHandoffs: c.stats.handoffs.Load(),
+		Granted:       c.stats.granted.Load(),
+		Waits:         c.stats.waits.Load(),
+		Timeouts:      c.stats.timeouts.Load(),
+		Lost:          c.stats.lost.Load(),
+		RenewalErrors: c.stats.renewErrs.Load(),
+	}
+	for _, s := range c.allSessions() {
+		st.Held += len(s.Held())
+	}
+	return st
 }
