@@ -116,46 +116,78 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, t lockers.Target, admin
 	}
 	defer closeOnce()
 
-	// Warm up: the first lock may start long-lived background machinery
-	// that is not a per-lock cost, and the first renewal loads the
-	// renewal script (EVALSHA -> NOSCRIPT -> EVAL, on each node). Hold a
-	// few locks (names spread over the cluster's nodes) across one renewal
-	// so that the hold below measures the steady state.
-	{
-		var warm []func(context.Context) error
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		for i := 0; i < warmupLocks; i++ {
-			u, err := l.Lock(wctx, fmt.Sprintf("lockbench-hold-warmup-%d", i))
-			if err != nil {
-				cancel()
-				hm.Error = "warm-up lock: " + err.Error()
-				return hm
-			}
-			warm = append(warm, u)
-		}
-		cancel()
-		sleepCtx(ctx, hp.Renew()+hp.Renew()/4)
-		uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		for _, u := range warm {
-			if err := u(uctx); err != nil {
-				hm.Error = "warm-up unlock: " + err.Error()
-				return hm
-			}
-		}
+	if err := warmUp(ctx, l, hp.Renew()); err != nil {
+		hm.Error = err.Error()
+		return hm
 	}
 	time.Sleep(100 * time.Millisecond)
-	var ms0, ms1 runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms0)
-	gBase := runtime.NumGoroutine()
+	heap0, gBase := liveHeap()
+	if !hm.acquire(ctx, l, names, unlocks) {
+		return hm
+	}
+	heap1, gHeld := liveHeap()
+	if hm.Acquired > 0 {
+		hm.GoroutinesPerLock = Num(float64(gHeld-gBase) / float64(hm.Acquired))
+		hm.HeapBytesPerLock = Num((float64(heap1) - float64(heap0)) / float64(hm.Acquired))
+	}
+	hm.hold(ctx, admin, hp, counter)
+	if !hm.release(unlocks) {
+		return hm
+	}
+	hm.KeysReleased, _ = admin.DBSize(ctx)
+	closeOnce()
+	hm.GoroutineLeak = goroutinesLeft(g0)
+	return hm
+}
 
-	// Acquire all locks with bounded parallelism.
+// warmUp takes the one-off costs out of the measurement: the first lock
+// may start long-lived background machinery that is not a per-lock cost,
+// and the first renewal loads the renewal script (EVALSHA -> NOSCRIPT ->
+// EVAL, on each node). It holds a few locks (names spread over the
+// cluster's nodes) across one renewal so that the hold measures the
+// steady state.
+func warmUp(ctx context.Context, l lockers.Locker, renew time.Duration) error {
+	var warm []func(context.Context) error
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	for i := 0; i < warmupLocks; i++ {
+		u, err := l.Lock(wctx, fmt.Sprintf("lockbench-hold-warmup-%d", i))
+		if err != nil {
+			cancel()
+			return fmt.Errorf("warm-up lock: %w", err)
+		}
+		warm = append(warm, u)
+	}
+	cancel()
+	sleepCtx(ctx, renew+renew/4)
+	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, u := range warm {
+		if err := u(uctx); err != nil {
+			return fmt.Errorf("warm-up unlock: %w", err)
+		}
+	}
+	return nil
+}
+
+// liveHeap collects garbage before reading the heap in use and counting
+// goroutines, so that the difference between two calls is what stayed
+// reachable in between (the held locks), not garbage made on the way.
+func liveHeap() (heapBytes uint64, goroutines int) {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc, runtime.NumGoroutine()
+}
+
+// acquire takes every lock with bounded parallelism (unlocks[i] is the
+// unlock of names[i]) and records how long that took. It reports false
+// when the Lock calls had to be abandoned: nothing after is measurable.
+func (hm *HoldingMetrics) acquire(ctx context.Context, l lockers.Locker, names []string, unlocks []func(context.Context) error) bool {
 	var acquired atomic.Int64
 	t0 := time.Now()
 	actx, acc := context.WithTimeout(ctx, holdingAcquireTimeout)
-	lockErrs, done := parallel(actx, n, holdingAcquireTimeout+10*time.Second, func(i int) error {
+	lockErrs, done := parallel(actx, len(names), holdingAcquireTimeout+10*time.Second, func(i int) error {
 		u, err := l.Lock(actx, names[i])
 		if err == nil {
 			unlocks[i] = u
@@ -166,7 +198,7 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, t lockers.Target, admin
 	if !done {
 		hm.Error = "Lock calls did not return within 10s after their context deadline; abandoned"
 		acc()
-		return hm
+		return false
 	}
 	hm.AcquireTimedOut = actx.Err() != nil
 	acc()
@@ -175,17 +207,13 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, t lockers.Target, admin
 	if len(lockErrs) > 0 {
 		hm.LockErrors = lockErrs
 	}
+	return true
+}
 
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms1)
-	gHeld := runtime.NumGoroutine()
-	if hm.Acquired > 0 {
-		hm.GoroutinesPerLock = Num(float64(gHeld-gBase) / float64(hm.Acquired))
-		hm.HeapBytesPerLock = Num((float64(ms1.HeapAlloc) - float64(ms0.HeapAlloc)) / float64(hm.Acquired))
-	}
-
-	// Hold, measuring the server's load and the client's writes.
+// hold keeps the locks for hp.HoldFor(), measuring the server's load and
+// the client's writes: holding costs Redis only the renewals, and this is
+// where they show.
+func (hm *HoldingMetrics) hold(ctx context.Context, admin *redisx.Admin, hp HoldingParams, counter *netcount.Counter) {
 	sizes, _ := admin.DBSizes(ctx)
 	for _, k := range sizes {
 		hm.KeysBefore += k
@@ -203,21 +231,25 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, t lockers.Target, admin
 	hm.KeysAfter, _ = admin.DBSize(ctx)
 	if err0 != nil || err1 != nil {
 		hm.Error = fmt.Sprintf("INFO: %v %v", err0, err1)
-	} else {
-		d := s1.Sub(s0)
-		hm.HoldSeconds = d.Elapsed.Seconds()
-		hm.CmdsPerSec = Num(float64(d.Commands) / hm.HoldSeconds)
-		hm.CPUPerSec = Num(d.CPU / hm.HoldSeconds)
-		if hm.Acquired > 0 {
-			hm.CmdsPerLockS = hm.CmdsPerSec / Num(hm.Acquired)
-		}
-		hm.perTick(d, sizes, events, counter, hp.Renew())
+		return
 	}
+	d := s1.Sub(s0)
+	hm.HoldSeconds = d.Elapsed.Seconds()
+	hm.CmdsPerSec = Num(float64(d.Commands) / hm.HoldSeconds)
+	hm.CPUPerSec = Num(d.CPU / hm.HoldSeconds)
+	if hm.Acquired > 0 {
+		hm.CmdsPerLockS = hm.CmdsPerSec / Num(hm.Acquired)
+	}
+	hm.perTick(d, sizes, events, counter, hp.Renew())
+}
 
-	// Release everything.
+// release unlocks everything, bounded in time like acquire, so that a
+// library whose Unlock hangs is reported rather than hanging the run. It
+// reports false when the Unlock calls had to be abandoned.
+func (hm *HoldingMetrics) release(unlocks []func(context.Context) error) bool {
 	t1 := time.Now()
 	uctx, ucc := context.WithTimeout(context.Background(), holdingUnlockTimeout)
-	unlockErrs, done := parallel(uctx, n, holdingUnlockTimeout+10*time.Second, func(i int) error {
+	unlockErrs, done := parallel(uctx, len(unlocks), holdingUnlockTimeout+10*time.Second, func(i int) error {
 		if unlocks[i] == nil {
 			return nil
 		}
@@ -226,7 +258,7 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, t lockers.Target, admin
 	if !done {
 		hm.Error = "Unlock calls did not return within 10s after their context deadline; abandoned"
 		ucc()
-		return hm
+		return false
 	}
 	hm.UnlockTimedOut = uctx.Err() != nil
 	ucc()
@@ -234,15 +266,17 @@ func RunHolding(ctx context.Context, ad lockers.Adapter, t lockers.Target, admin
 	if len(unlockErrs) > 0 {
 		hm.UnlockErrors = unlockErrs
 	}
+	return true
+}
 
-	hm.KeysReleased, _ = admin.DBSize(ctx)
-	closeOnce()
-	// Give background goroutines a moment to exit, then count what is left.
+// goroutinesLeft counts the goroutines beyond g0 (the count before the
+// client was made) once the background ones have had a moment to exit:
+// what a closed client leaks.
+func goroutinesLeft(g0 int) int {
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end) && runtime.NumGoroutine() > g0; {
 		time.Sleep(20 * time.Millisecond)
 	}
-	hm.GoroutineLeak = runtime.NumGoroutine() - g0
-	return hm
+	return runtime.NumGoroutine() - g0
 }
 
 // waitTimeout waits for wg for at most d and reports whether it finished.
@@ -260,72 +294,19 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 // perTick fills the per-tick and per-node fields from the hold's INFO
 // delta and the recorded writes.
 func (hm *HoldingMetrics) perTick(d redisx.Delta, sizes []int64, events []netcount.Event, counter *netcount.Counter, renew time.Duration) {
-	nan := Num(math.NaN())
-	hm.Periods = Num(hm.HoldSeconds / renew.Seconds())
-	bursts := netcount.Ticks(events, renew/4)
-	hm.Bursts = len(bursts)
-	hm.Ticks = hm.Periods
-	if hm.Bursts > 0 && math.Abs(float64(hm.Bursts)-float64(hm.Periods)) <= 1 {
-		hm.Ticks = Num(hm.Bursts)
-	}
+	bursts := hm.countTicks(events, renew)
 	if os.Getenv("LOCKBENCH_DEBUG_WRITES") != "" {
-		var t0 time.Time
-		for _, e := range events {
-			if t0.IsZero() {
-				t0 = e.At
-			}
-			fmt.Fprintf(os.Stderr, "write %8.3fms %s %7d bytes ping=%v spill=%v %q\n", float64(e.At.Sub(t0).Microseconds())/1000, e.Addr, e.Bytes, e.Ping, e.Spill, e.Head)
-		}
-	}
-	per := func(x int64) Num {
-		if hm.Ticks <= 0 {
-			return nan
-		}
-		return Num(float64(x) / float64(hm.Ticks))
+		printWrites(events)
 	}
 	var totals map[string]netcount.Totals
 	if counter != nil {
 		totals = counter.Totals()
 	}
 	known := map[string]bool{}
-	var writes, rts, pings, bytes, scripts int64
-	addNode := func(hn HoldingNode) {
-		for _, e := range events {
-			if e.Addr != hn.Addr {
-				continue
-			}
-			switch {
-			case e.Ping:
-				hn.Pings++
-			case e.Hello:
-				hn.Handshakes++
-			default:
-				hn.Writes++
-				hn.Bytes += int64(e.Bytes)
-				if e.RoundTrip() {
-					hn.RoundTrips++
-				}
-			}
-		}
-		for _, b := range bursts {
-			hn.RoundTripsInBurst = append(hn.RoundTripsInBurst, b[hn.Addr])
-		}
-		hn.Conns = totals[hn.Addr].Conns
-		if counter != nil {
-			hn.RoundTripsPerTick, hn.WritesPerTick = per(hn.RoundTrips), per(hn.Writes)
-		} else {
-			hn.RoundTripsPerTick, hn.WritesPerTick = nan, nan
-		}
-		writes += hn.Writes
-		rts += hn.RoundTrips
-		pings += hn.Pings
-		hm.Handshakes += hn.Handshakes
-		bytes += hn.Bytes
-		hm.PerNode = append(hm.PerNode, hn)
-	}
+	var scripts int64
 	for i, nd := range d.Nodes {
 		known[nd.Addr] = true
-		hn := HoldingNode{Addr: nd.Addr, Calls: nd.Calls, ScriptsPerTick: per(nd.Scripts()),
+		hn := HoldingNode{Addr: nd.Addr, Calls: nd.Calls, ScriptsPerTick: hm.per(nd.Scripts()),
 			CmdsPerSec: Num(float64(nd.Commands) / hm.HoldSeconds), CPUPerSec: Num(nd.CPU / hm.HoldSeconds)}
 		if i < len(sizes) {
 			hn.Keys = sizes[i]
@@ -334,19 +315,108 @@ func (hm *HoldingMetrics) perTick(d redisx.Delta, sizes []int64, events []netcou
 			}
 		}
 		scripts += nd.Scripts()
-		addNode(hn)
+		hm.addNode(hn, events, bursts, totals[hn.Addr].Conns, counter != nil)
 	}
 	// Writes to an address the admin does not know (should not happen).
+	nan := Num(math.NaN())
 	for a := range totals {
 		if !known[a] {
 			known[a] = true
-			addNode(HoldingNode{Addr: a, ScriptsPerTick: nan, CmdsPerSec: nan, CPUPerSec: nan})
+			hm.addNode(HoldingNode{Addr: a, ScriptsPerTick: nan, CmdsPerSec: nan, CPUPerSec: nan}, events, bursts, totals[a].Conns, counter != nil)
 		}
 	}
-	hm.ScriptsPerTick = per(scripts)
-	if counter != nil {
-		hm.RoundTripsPerTick, hm.WritesPerTick, hm.PingsPerTick, hm.BytesPerTick = per(rts), per(writes), per(pings), per(bytes)
+	hm.ScriptsPerTick = hm.per(scripts)
+	hm.sumNodes(counter != nil)
+}
+
+// countTicks sets what the per-tick values divide by: the bursts of
+// writes seen when their count is within one of the renewal periods in
+// the hold (a client renewing everything at once), otherwise the periods
+// (a client renewing each lock on its own timer). It returns the bursts.
+func (hm *HoldingMetrics) countTicks(events []netcount.Event, renew time.Duration) []map[string]int {
+	hm.Periods = Num(hm.HoldSeconds / renew.Seconds())
+	bursts := netcount.Ticks(events, renew/4)
+	hm.Bursts = len(bursts)
+	hm.Ticks = hm.Periods
+	if hm.Bursts > 0 && math.Abs(float64(hm.Bursts)-float64(hm.Periods)) <= 1 {
+		hm.Ticks = Num(hm.Bursts)
+	}
+	return bursts
+}
+
+// printWrites dumps the recorded writes (LOCKBENCH_DEBUG_WRITES), to see
+// on the wire what the per-tick numbers summarise.
+func printWrites(events []netcount.Event) {
+	var t0 time.Time
+	for _, e := range events {
+		if t0.IsZero() {
+			t0 = e.At
+		}
+		fmt.Fprintf(os.Stderr, "write %8.3fms %s %7d bytes ping=%v spill=%v %q\n", float64(e.At.Sub(t0).Microseconds())/1000, e.Addr, e.Bytes, e.Ping, e.Spill, e.Head)
+	}
+}
+
+// per is x per tick, NaN without ticks: a count over a hold with no
+// renewal in it says nothing per tick.
+func (hm *HoldingMetrics) per(x int64) Num {
+	if hm.Ticks <= 0 {
+		return Num(math.NaN())
+	}
+	return Num(float64(x) / float64(hm.Ticks))
+}
+
+// addNode completes hn with the client's writes to its address (conns:
+// the connections it opened there) and adds it to PerNode, where a
+// cluster's renewals show how they spread over the nodes. counted is
+// whether writes were recorded at all; if not, the per-tick writes are
+// unknown (NaN), not zero.
+func (hm *HoldingMetrics) addNode(hn HoldingNode, events []netcount.Event, bursts []map[string]int, conns int64, counted bool) {
+	for _, e := range events {
+		if e.Addr != hn.Addr {
+			continue
+		}
+		switch {
+		case e.Ping:
+			hn.Pings++
+		case e.Hello:
+			hn.Handshakes++
+		default:
+			hn.Writes++
+			hn.Bytes += int64(e.Bytes)
+			if e.RoundTrip() {
+				hn.RoundTrips++
+			}
+		}
+	}
+	for _, b := range bursts {
+		hn.RoundTripsInBurst = append(hn.RoundTripsInBurst, b[hn.Addr])
+	}
+	hn.Conns = conns
+	if counted {
+		hn.RoundTripsPerTick, hn.WritesPerTick = hm.per(hn.RoundTrips), hm.per(hn.Writes)
 	} else {
+		nan := Num(math.NaN())
+		hn.RoundTripsPerTick, hn.WritesPerTick = nan, nan
+	}
+	hm.PerNode = append(hm.PerNode, hn)
+}
+
+// sumNodes totals PerNode into the whole client's per-tick values, the
+// ones compared across libraries; without recorded writes (counted false)
+// they are unknown (NaN), not zero.
+func (hm *HoldingMetrics) sumNodes(counted bool) {
+	var writes, rts, pings, bytes int64
+	for _, hn := range hm.PerNode {
+		writes += hn.Writes
+		rts += hn.RoundTrips
+		pings += hn.Pings
+		hm.Handshakes += hn.Handshakes
+		bytes += hn.Bytes
+	}
+	if counted {
+		hm.RoundTripsPerTick, hm.WritesPerTick, hm.PingsPerTick, hm.BytesPerTick = hm.per(rts), hm.per(writes), hm.per(pings), hm.per(bytes)
+	} else {
+		nan := Num(math.NaN())
 		hm.RoundTripsPerTick, hm.WritesPerTick, hm.PingsPerTick, hm.BytesPerTick = nan, nan, nan, nan
 	}
 }

@@ -80,46 +80,88 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 	m := Metrics{Library: lib, Scenario: scenario, Limit: p.Limit,
 		OverlapsAtomic: res.OverlapsAtomic, LockErrors: res.LockErrors, UnlockErrors: res.UnlockErrors,
 		Censored: res.Censored, CensoredMaxWUS: us(res.CensoredMaxWait), Hung: res.Hung,
-		RedisCommands: d.Commands, RedisCPUSec: d.CPU}
-	for _, nd := range d.Nodes {
-		for k, v := range nd.Calls {
-			if m.RedisCalls == nil {
-				m.RedisCalls = map[string]int64{}
-			}
-			m.RedisCalls[k] += v
-		}
-	}
+		RedisCommands: d.Commands, RedisCPUSec: d.CPU, RedisCalls: sumCalls(d)}
 	D := int64(p.Duration)
 
-	perG := make([]float64, p.TotalGoroutines())
-	byName := make([][]Sample, p.Names)
-	var waits, unlocks, cycles []int64
-	tokens := len(res.Samples) > 0
-	for _, s := range res.Samples {
+	t := m.countSamples(res.Samples, p)
+	secs := p.Duration.Seconds()
+	m.AcqPerSec = Num(float64(m.Acquisitions) / secs)
+
+	held, gaps := m.checkNames(t.byName, p)
+	if n := p.NamesInUse(); n > 0 {
+		m.Util = Num(float64(held) / (float64(D) * float64(n) * float64(p.Capacity())))
+	}
+	m.MaxHolders = max(res.MaxHolders, m.MaxHoldersInterval)
+	m.Overlaps = max(m.OverlapsAtomic, m.OverlapsInterval)
+
+	m.latencies(t.waits, gaps, t.unlocks, t.cycles)
+	if m.Acquisitions > 0 {
+		m.CmdsPerAcq = Num(float64(d.Commands) / float64(m.Acquisitions))
+		m.CPUUSPerAcq = Num(d.CPU * 1e6 / float64(m.Acquisitions))
+	}
+	m.fairness(t.perG, p)
+	return m
+}
+
+// sumCalls adds up the nodes' commandstats (nil when there are none): the
+// report compares libraries by the commands they send, wherever the keys
+// live.
+func sumCalls(d redisx.Delta) map[string]int64 {
+	var calls map[string]int64
+	for _, nd := range d.Nodes {
+		for k, v := range nd.Calls {
+			if calls == nil {
+				calls = map[string]int64{}
+			}
+			calls[k] += v
+		}
+	}
+	return calls
+}
+
+// tally is what Compute takes from one pass over a run's samples.
+type tally struct {
+	perG                   []float64  // counted acquisitions by global goroutine index
+	byName                 [][]Sample // every sample, counted or not, by name index
+	waits, unlocks, cycles []int64    // of the counted acquisitions, in ns
+}
+
+// countSamples counts the acquisitions inside the window [0, Duration]
+// and collects their durations. Samples outside it are not counted, but
+// still go into byName: their holders held the lock all the same, and the
+// overlap and fencing checks must see them.
+func (m *Metrics) countSamples(samples []Sample, p Params) tally {
+	D := int64(p.Duration)
+	t := tally{perG: make([]float64, p.TotalGoroutines()), byName: make([][]Sample, p.Names)}
+	tokens := len(samples) > 0
+	for _, s := range samples {
 		if s.Token == 0 {
 			tokens = false
 		}
-		if int(s.N) < len(byName) {
-			byName[s.N] = append(byName[s.N], s)
+		if int(s.N) < len(t.byName) {
+			t.byName[s.N] = append(t.byName[s.N], s)
 		}
 		if s.Acquired > D || s.Acquired < 0 {
 			continue // acquired after the deadline (or before the start): not counted
 		}
 		m.Acquisitions++
-		if int(s.G) < len(perG) {
-			perG[s.G]++
+		if int(s.G) < len(t.perG) {
+			t.perG[s.G]++
 		}
-		waits = append(waits, s.Acquired-s.Start)
-		unlocks = append(unlocks, s.Released-s.Release)
-		cycles = append(cycles, (s.Acquired-s.Start)+(s.Released-s.Release))
+		t.waits = append(t.waits, s.Acquired-s.Start)
+		t.unlocks = append(t.unlocks, s.Released-s.Release)
+		t.cycles = append(t.cycles, (s.Acquired-s.Start)+(s.Released-s.Release))
 	}
 	m.HasTokens = tokens
+	return t
+}
 
-	secs := p.Duration.Seconds()
-	m.AcqPerSec = Num(float64(m.Acquisitions) / secs)
-
-	var held int64
-	var gaps []int64
+// checkNames sorts each name's samples by Acquired (in place) and checks
+// what only that order shows: holders at once beyond capacity, hand-off
+// gaps, fencing tokens out of order. It returns the time held inside the
+// window, summed over the names, and the hand-off gaps.
+func (m *Metrics) checkNames(byName [][]Sample, p Params) (held int64, gaps []int64) {
+	D := int64(p.Duration)
 	for _, ss := range byName {
 		sort.Slice(ss, func(i, j int) bool { return ss[i].Acquired < ss[j].Acquired })
 		for _, s := range ss {
@@ -134,37 +176,45 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 		if p.Limit > 0 {
 			m.OverlapsInterval += over
 			gaps = append(gaps, permitGaps(ss, p.Capacity(), D)...)
-			if tokens {
+			if m.HasTokens {
 				m.FencingViolations += tokenOrderViolations(ss)
 			}
 			continue
 		}
-		var maxEnd int64 = math.MinInt64
-		for i, s := range ss {
-			// interval overlap: acquired before an earlier holder began releasing
-			if i > 0 && s.Acquired < maxEnd {
-				m.OverlapsInterval++
+		gaps = append(gaps, m.lockHandoffs(ss, D)...)
+	}
+	return held, gaps
+}
+
+// lockHandoffs checks one lock name's samples, sorted by Acquired, against
+// the previous holders: a lock has one holder at a time and its tokens
+// rise with every holder. It returns the hand-off gaps.
+func (m *Metrics) lockHandoffs(ss []Sample, deadline int64) (gaps []int64) {
+	var maxEnd int64 = math.MinInt64
+	for i, s := range ss {
+		// interval overlap: acquired before an earlier holder began releasing
+		if i > 0 && s.Acquired < maxEnd {
+			m.OverlapsInterval++
+		}
+		maxEnd = max(maxEnd, s.Release)
+		if i > 0 {
+			prev := ss[i-1]
+			// a hand-off: this acquirer was already waiting when the
+			// previous holder began its unlock
+			if s.Start < prev.Release && s.Acquired <= deadline {
+				gaps = append(gaps, s.Acquired-prev.Release)
 			}
-			maxEnd = max(maxEnd, s.Release)
-			if i > 0 {
-				prev := ss[i-1]
-				// a hand-off: this acquirer was already waiting when the
-				// previous holder began its unlock
-				if s.Start < prev.Release && s.Acquired <= D {
-					gaps = append(gaps, s.Acquired-prev.Release)
-				}
-				if tokens && s.Token <= prev.Token {
-					m.FencingViolations++
-				}
+			if m.HasTokens && s.Token <= prev.Token {
+				m.FencingViolations++
 			}
 		}
 	}
-	if n := p.NamesInUse(); n > 0 {
-		m.Util = Num(float64(held) / (float64(D) * float64(n) * float64(p.Capacity())))
-	}
-	m.MaxHolders = max(res.MaxHolders, m.MaxHoldersInterval)
-	m.Overlaps = max(m.OverlapsAtomic, m.OverlapsInterval)
+	return gaps
+}
 
+// latencies sorts the durations (in place) to read their percentiles, and
+// keeps every wait in WaitsUS for the charts.
+func (m *Metrics) latencies(waits, gaps, unlocks, cycles []int64) {
 	sortI(waits)
 	sortI(gaps)
 	sortI(unlocks)
@@ -177,10 +227,15 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 	m.GapP50US, m.GapP99US = us(pct(gaps, 50)), us(pct(gaps, 99))
 	m.UnlockP50, m.UnlockP99 = us(pct(unlocks, 50)), us(pct(unlocks, 99))
 	m.CycleP50US, m.CycleP99US = us(pct(cycles, 50)), us(pct(cycles, 99))
-	if m.Acquisitions > 0 {
-		m.CmdsPerAcq = Num(float64(d.Commands) / float64(m.Acquisitions))
-		m.CPUUSPerAcq = Num(d.CPU * 1e6 / float64(m.Acquisitions))
+	m.WaitsUS = make([]float64, len(waits))
+	for i, w := range waits {
+		m.WaitsUS[i] = float64(us(w))
 	}
+}
+
+// fairness records how the acquisitions spread over the goroutines and
+// instances: a lock can have a high throughput by starving most waiters.
+func (m *Metrics) fairness(perG []float64, p Params) {
 	m.Jain = Num(jain(perG))
 	m.PerGoroutine = make([]int, len(perG))
 	m.PerInstance = make([]int, p.Instances)
@@ -190,11 +245,6 @@ func Compute(lib, scenario string, p Params, res Result, d redisx.Delta) Metrics
 			m.PerInstance[i/p.Goroutines] += int(v)
 		}
 	}
-	m.WaitsUS = make([]float64, len(waits))
-	for i, w := range waits {
-		m.WaitsUS[i] = float64(us(w))
-	}
-	return m
 }
 
 // concurrency sweeps one name's intervals [Acquired, Release] (a release

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,38 +16,12 @@ import (
 )
 
 // The failover scenario. Candidates are worker processes (-worker with
-// Mode "candidate"); the Observe readers are baton clients of this
-// process. Every timestamp is the wall clock (time.Now().UnixNano(), one
-// clock on one machine).
-//
-// Candidate protocol, one line each way:
-//
-//	parent -> candidate: spec JSON line (Mode "candidate")
-//	candidate -> parent: "READY" once its client is made (or "ERROR <msg>")
-//	parent -> candidate: "CAMPAIGN <value>": Campaign in the background;
-//	                     "LEADER <token> <unix ns>" when it returns
-//	parent -> candidate: "RESIGN": "RESIGNED <unix ns before Unlock> <unix ns after> [error]"
-//	parent closes stdin (or kills the process): the candidate closes its client and exits.
+// Mode "candidate", see candidate.go); the Observe readers are baton
+// clients of this process. Every timestamp is the wall clock
+// (time.Now().UnixNano(), one clock on one machine).
 
 // failoverName is the election the scenario runs.
 const failoverName = "lockbench-election"
-
-// candEvent is a line a candidate printed.
-type candEvent struct {
-	cand  int
-	kind  string // LEADER, RESIGNED, ERROR, EXIT
-	token uint64
-	t0    int64
-	t1    int64
-	msg   string
-}
-
-type candidate struct {
-	idx   int
-	proc  *workerProc
-	value string
-	dead  bool
-}
 
 // observed records when each Observe reader first saw each leader token.
 type observed struct {
@@ -125,30 +94,54 @@ func runFailover(ctx context.Context, name string, env *environment, fp workload
 	if err := prepare(ctx, env.admin, settle); err != nil {
 		return fail(err)
 	}
-	cfg := lockers.Config{TTL: fp.Lease, TTLSet: true}
+	obs, stopObservers, err := startObservers(ctx, env.target, fp)
+	defer stopObservers()
+	if err != nil {
+		return fail(err)
+	}
+	f := &failoverRun{
+		fp: fp, target: env.target, cfg: lockers.Config{TTL: fp.Lease, TTLSet: true},
+		obs: obs, events: make(chan candEvent, 64), timeout: 3*fp.Lease + 5*time.Second,
+	}
+	defer f.stopCandidates()
+	if err := f.elect(ctx); err != nil {
+		return fail(err)
+	}
+	f.measure(ctx, &m)
+	fmt.Fprintf(os.Stderr, "unlock->campaign p50 %v, sigkill->campaign p50 %v", usDur(m.Resign.CampaignP50US), usDur(m.Kill.CampaignP50US))
+	if len(m.Errors) > 0 {
+		fmt.Fprintf(os.Stderr, "  ERROR %s", m.Errors[0])
+	}
+	fmt.Fprintln(os.Stderr)
+	return m
+}
 
-	// Observe readers: one client each, so one subscription each.
-	obs := &observed{seen: make([]map[uint64]int64, fp.Observers), latest: make([]uint64, fp.Observers), notify: make(chan struct{}, 1)}
+// startObservers starts the Observe readers: one client each, so one
+// subscription each, as in separate processes watching the election. stop
+// ends them and closes their clients; it is set on error too, to close the
+// clients made before it.
+func startObservers(ctx context.Context, target lockers.Target, fp workload.FailoverParams) (obs *observed, stop func(), err error) {
+	obs = &observed{seen: make([]map[uint64]int64, fp.Observers), latest: make([]uint64, fp.Observers), notify: make(chan struct{}, 1)}
 	octx, ocancel := context.WithCancel(ctx)
 	var owg sync.WaitGroup
 	var clients []*baton.Client
-	defer func() {
+	stop = func() {
 		ocancel()
 		for _, c := range clients {
 			c.Close()
 		}
 		owg.Wait()
-	}()
+	}
 	for r := range fp.Observers {
 		obs.seen[r] = map[uint64]int64{}
-		c, err := baton.New(baton.Options{Redis: rueidis.ClientOption{InitAddress: env.target.Addrs}, LeaseTTL: fp.Lease})
+		c, err := baton.New(baton.Options{Redis: rueidis.ClientOption{InitAddress: target.Addrs}, LeaseTTL: fp.Lease})
 		if err != nil {
-			return fail(fmt.Errorf("observer %d: %w", r, err))
+			return obs, stop, fmt.Errorf("observer %d: %w", r, err)
 		}
 		clients = append(clients, c)
 		e, err := c.Election(failoverName)
 		if err != nil {
-			return fail(err)
+			return obs, stop, err
 		}
 		ch := e.Observe(octx)
 		owg.Add(1)
@@ -159,164 +152,109 @@ func runFailover(ctx context.Context, name string, env *environment, fp workload
 			}
 		}()
 	}
+	return obs, stop, nil
+}
 
-	// Candidates.
-	events := make(chan candEvent, 64)
-	var cands []*candidate
-	gen := 0
-	defer func() {
-		for _, c := range cands {
-			if !c.dead {
-				_ = c.proc.stdin.Close()
-			}
-		}
-		for _, c := range cands {
-			waitOrKill(c.proc, 15*time.Second)
-		}
-	}()
-	start := func() (*candidate, error) {
-		c := &candidate{idx: len(cands)}
-		p, err := startCandidate(ctx, env.target, cfg, c.idx)
+// failoverRun is the harness's side of one failover scenario: the
+// candidate processes, the events they print and who leads, shared by the
+// rounds that end one leader's term after another.
+type failoverRun struct {
+	fp      workload.FailoverParams
+	target  lockers.Target
+	cfg     lockers.Config
+	obs     *observed
+	events  chan candEvent
+	cands   []*candidate
+	gen     int           // terms campaigned for: makes each Campaign value unique
+	timeout time.Duration // for one step of a round
+
+	leader    int // index in cands
+	leaderTok uint64
+}
+
+// elect starts the candidates, all campaigning, and waits for the first
+// leader: the rounds need one to depose.
+func (f *failoverRun) elect(ctx context.Context) error {
+	for range f.fp.Candidates {
+		c, err := f.start(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c.proc = p
-		cands = append(cands, c)
-		line, err := readLine(p.out, readyTimeout)
-		if err != nil || line != "READY" {
-			return nil, fmt.Errorf("candidate %d not ready: %q %v", c.idx, line, err)
-		}
-		go readCandidate(c.idx, p.out, events)
-		return c, nil
-	}
-	campaign := func(c *candidate) error {
-		gen++
-		c.value = fmt.Sprintf("candidate-%d-term-%d", c.idx, gen)
-		_, err := fmt.Fprintf(c.proc.stdin, "CAMPAIGN %s\n", c.value)
-		return err
-	}
-	// next waits for the next LEADER event (other events are errors).
-	next := func(timeout time.Duration) (candEvent, error) {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		for {
-			select {
-			case ev := <-events:
-				switch ev.kind {
-				case "LEADER", "RESIGNED":
-					return ev, nil
-				case "EXIT":
-					if cands[ev.cand].dead {
-						continue // the one we killed
-					}
-				}
-				return ev, fmt.Errorf("candidate %d: %s %s", ev.cand, ev.kind, ev.msg)
-			case <-t.C:
-				return candEvent{}, errors.New("timed out")
-			case <-ctx.Done():
-				return candEvent{}, ctx.Err()
-			}
+		if err := f.campaign(c); err != nil {
+			return err
 		}
 	}
-	for range fp.Candidates {
-		c, err := start()
-		if err != nil {
-			return fail(err)
-		}
-		if err := campaign(c); err != nil {
-			return fail(err)
-		}
-	}
-	first, err := next(10 * time.Second)
+	first, err := f.next(ctx, 10*time.Second)
 	if err != nil || first.kind != "LEADER" {
-		return fail(fmt.Errorf("first leader: %v %+v", err, first))
+		return fmt.Errorf("first leader: %v %+v", err, first)
 	}
-	leader, leaderTok := first.cand, first.token
-	timeout := 3*fp.Lease + 5*time.Second
+	f.leader, f.leaderTok = first.cand, first.token
+	return nil
+}
 
-	round := func(via string, i int) (workload.FailoverRound, error) {
-		r := workload.FailoverRound{Order: i, Via: via}
-		// Every reader knows the current leader, and the others have
-		// been campaigning for a while: they wait in the queue.
-		if _, missing := obs.wait(leaderTok, timeout); missing > 0 {
-			return r, fmt.Errorf("%d readers never saw the leader before the round", missing)
-		}
-		pause := fp.Settle
-		if via == "sigkill" {
-			// A kill at a random phase of the leader's renewal cycle
-			// (every lease/3): the failover depends on the lease left.
-			pause += rand.N(fp.Lease / 3)
-		}
-		time.Sleep(pause)
-		old := cands[leader]
-		var t0 int64
-		switch via {
-		case "unlock":
-			if _, err := fmt.Fprintln(old.proc.stdin, "RESIGN"); err != nil {
-				return r, err
-			}
-			// The RESIGNED line may come before or after the successor's LEADER line.
-			var lead candEvent
-			for lead.kind == "" || t0 == 0 {
-				ev, err := next(timeout)
-				if err != nil {
-					return r, err
-				}
-				switch {
-				case ev.kind == "RESIGNED" && ev.cand == leader:
-					if ev.msg != "" {
-						return r, fmt.Errorf("unlock: %s", ev.msg)
-					}
-					t0, r.Unlock = ev.t0, ev.t1-ev.t0
-				case ev.kind == "LEADER":
-					lead = ev
-				default:
-					return r, fmt.Errorf("unexpected %+v", ev)
-				}
-			}
-			r.Campaign, r.Token, r.Leader = lead.t1-t0, lead.token, lead.cand
-		case "sigkill":
-			t0 = time.Now().UnixNano()
-			old.dead = true
-			if err := old.proc.cmd.Process.Kill(); err != nil {
-				return r, err
-			}
-			lead, err := next(timeout)
-			if err != nil {
-				return r, err
-			}
-			if lead.kind != "LEADER" {
-				return r, fmt.Errorf("unexpected %+v", lead)
-			}
-			r.Campaign, r.Token, r.Leader = lead.t1-t0, lead.token, lead.cand
-		}
-		r.Value = cands[r.Leader].value
-		at, missing := obs.wait(r.Token, timeout)
-		r.Missing = missing
-		for _, a := range at {
-			if a > 0 {
-				r.Observed = append(r.Observed, a-t0)
-			}
-		}
-		leader, leaderTok = r.Leader, r.Token
-		// Back to Candidates campaigning: the old leader again, or a new
-		// process in place of the killed one.
-		if via == "sigkill" {
-			c, err := start()
-			if err != nil {
-				return r, err
-			}
-			old = c
-		}
-		return r, campaign(old)
+// start starts one more candidate process and waits for its client, so
+// that a round's timing never includes a process starting.
+func (f *failoverRun) start(ctx context.Context) (*candidate, error) {
+	c := &candidate{idx: len(f.cands)}
+	p, err := startCandidate(ctx, f.target, f.cfg, c.idx)
+	if err != nil {
+		return nil, err
 	}
+	c.proc = p
+	f.cands = append(f.cands, c)
+	line, err := readLine(p.out, readyTimeout)
+	if err != nil || line != "READY" {
+		return nil, fmt.Errorf("candidate %d not ready: %q %v", c.idx, line, err)
+	}
+	go readCandidate(c.idx, p.out, f.events)
+	return c, nil
+}
+
+// campaign makes c campaign in the background under a value unique to
+// this term, so that a round can check which campaign won.
+func (f *failoverRun) campaign(c *candidate) error {
+	f.gen++
+	c.value = fmt.Sprintf("candidate-%d-term-%d", c.idx, f.gen)
+	_, err := fmt.Fprintf(c.proc.stdin, "CAMPAIGN %s\n", c.value)
+	return err
+}
+
+// next waits for the next LEADER or RESIGNED event; any other event is an
+// error, except the exit of the candidate a round killed on purpose.
+func (f *failoverRun) next(ctx context.Context, timeout time.Duration) (candEvent, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case ev := <-f.events:
+			switch ev.kind {
+			case "LEADER", "RESIGNED":
+				return ev, nil
+			case "EXIT":
+				if f.cands[ev.cand].dead {
+					continue // the one we killed
+				}
+			}
+			return ev, fmt.Errorf("candidate %d: %s %s", ev.cand, ev.kind, ev.msg)
+		case <-t.C:
+			return candEvent{}, errors.New("timed out")
+		case <-ctx.Done():
+			return candEvent{}, ctx.Err()
+		}
+	}
+}
+
+// measure runs the rounds, first those ending the term by Unlock, then
+// those by SIGKILL, and summarises each way in m. The first error ends the
+// measurement: the election's state after it is unknown.
+func (f *failoverRun) measure(ctx context.Context, m *workload.FailoverMetrics) {
 	for _, via := range []string{"unlock", "sigkill"} {
 		var rounds []workload.FailoverRound
-		for i := range fp.Rounds {
+		for i := range f.fp.Rounds {
 			if ctx.Err() != nil {
 				break
 			}
-			r, err := round(via, i)
+			r, err := f.round(ctx, via, i)
 			if err != nil {
 				m.Errors = append(m.Errors, fmt.Sprintf("%s round %d: %v", via, i, err))
 				break
@@ -332,156 +270,121 @@ func runFailover(ctx context.Context, name string, env *environment, fp workload
 			break
 		}
 	}
-	fmt.Fprintf(os.Stderr, "unlock->campaign p50 %v, sigkill->campaign p50 %v", usDur(m.Resign.CampaignP50US), usDur(m.Kill.CampaignP50US))
-	if len(m.Errors) > 0 {
-		fmt.Fprintf(os.Stderr, "  ERROR %s", m.Errors[0])
+}
+
+// round ends the current leader's term by via ("unlock" or "sigkill") and
+// measures the succession, then puts a campaigning candidate back in the
+// old leader's place so that every round starts from the same state.
+func (f *failoverRun) round(ctx context.Context, via string, i int) (workload.FailoverRound, error) {
+	r := workload.FailoverRound{Order: i, Via: via}
+	if err := f.settle(via); err != nil {
+		return r, err
 	}
-	fmt.Fprintln(os.Stderr)
-	return m
+	old := f.cands[f.leader]
+	var t0 int64
+	switch via {
+	case "unlock":
+		var err error
+		if t0, err = f.resign(ctx, old, &r); err != nil {
+			return r, err
+		}
+	case "sigkill":
+		t0 = time.Now().UnixNano()
+		old.dead = true
+		if err := old.proc.cmd.Process.Kill(); err != nil {
+			return r, err
+		}
+		lead, err := f.next(ctx, f.timeout)
+		if err != nil {
+			return r, err
+		}
+		if lead.kind != "LEADER" {
+			return r, fmt.Errorf("unexpected %+v", lead)
+		}
+		r.Campaign, r.Token, r.Leader = lead.t1-t0, lead.token, lead.cand
+	}
+	r.Value = f.cands[r.Leader].value
+	at, missing := f.obs.wait(r.Token, f.timeout)
+	r.Missing = missing
+	for _, a := range at {
+		if a > 0 {
+			r.Observed = append(r.Observed, a-t0)
+		}
+	}
+	f.leader, f.leaderTok = r.Leader, r.Token
+	// Back to Candidates campaigning: the old leader again, or a new
+	// process in place of the killed one.
+	if via == "sigkill" {
+		c, err := f.start(ctx)
+		if err != nil {
+			return r, err
+		}
+		old = c
+	}
+	return r, f.campaign(old)
+}
+
+// settle waits until every reader knows the current leader and the others
+// have been campaigning for a while (they wait in the queue), so that a
+// round measures the hand-over alone.
+func (f *failoverRun) settle(via string) error {
+	if _, missing := f.obs.wait(f.leaderTok, f.timeout); missing > 0 {
+		return fmt.Errorf("%d readers never saw the leader before the round", missing)
+	}
+	pause := f.fp.Settle
+	if via == "sigkill" {
+		// A kill at a random phase of the leader's renewal cycle
+		// (every lease/3): the failover depends on the lease left.
+		pause += rand.N(f.fp.Lease / 3)
+	}
+	time.Sleep(pause)
+	return nil
+}
+
+// resign has the leader old Unlock and waits for both its RESIGNED line
+// and the successor's LEADER line, which may come in either order. It
+// fills r's Unlock, Campaign, Token and Leader, and returns when the
+// Unlock call began: the round's times count from there.
+func (f *failoverRun) resign(ctx context.Context, old *candidate, r *workload.FailoverRound) (t0 int64, err error) {
+	if _, err := fmt.Fprintln(old.proc.stdin, "RESIGN"); err != nil {
+		return 0, err
+	}
+	var lead candEvent
+	for lead.kind == "" || t0 == 0 {
+		ev, err := f.next(ctx, f.timeout)
+		if err != nil {
+			return t0, err
+		}
+		switch {
+		case ev.kind == "RESIGNED" && ev.cand == f.leader:
+			if ev.msg != "" {
+				return t0, fmt.Errorf("unlock: %s", ev.msg)
+			}
+			t0, r.Unlock = ev.t0, ev.t1-ev.t0
+		case ev.kind == "LEADER":
+			lead = ev
+		default:
+			return t0, fmt.Errorf("unexpected %+v", ev)
+		}
+	}
+	r.Campaign, r.Token, r.Leader = lead.t1-t0, lead.token, lead.cand
+	return t0, nil
+}
+
+// stopCandidates closes the stdin of every candidate still alive, which
+// tells them all to close their clients and exit at once, then waits for
+// each, killing one that takes longer than 15s.
+func (f *failoverRun) stopCandidates() {
+	for _, c := range f.cands {
+		if !c.dead {
+			_ = c.proc.stdin.Close()
+		}
+	}
+	for _, c := range f.cands {
+		waitOrKill(c.proc, 15*time.Second)
+	}
 }
 
 func usDur(v workload.Num) time.Duration {
 	return time.Duration(float64(v) * 1e3).Round(10 * time.Microsecond)
-}
-
-func startCandidate(ctx context.Context, t lockers.Target, cfg lockers.Config, idx int) (*workerProc, error) {
-	cmd, err := selfCommand(context.WithoutCancel(ctx))
-	if err != nil {
-		return nil, err
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start candidate: %w", err)
-	}
-	w := &workerProc{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<16)}
-	spec, _ := json.Marshal(workerSpec{Mode: "candidate", Lib: "baton", Target: t, Config: cfg, Instance: idx})
-	if _, err := fmt.Fprintf(stdin, "%s\n", spec); err != nil {
-		waitOrKill(w, 0)
-		return nil, err
-	}
-	return w, nil
-}
-
-func waitOrKill(w *workerProc, d time.Duration) {
-	done := make(chan struct{})
-	go func() { _ = w.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		_ = w.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// readCandidate turns a candidate's lines into events, then EXIT.
-func readCandidate(idx int, r *bufio.Reader, events chan<- candEvent) {
-	for {
-		line, err := r.ReadString('\n')
-		if f := strings.Fields(line); len(f) > 0 {
-			ev := candEvent{cand: idx, kind: f[0]}
-			switch {
-			case f[0] == "LEADER" && len(f) >= 3:
-				ev.token, _ = strconv.ParseUint(f[1], 10, 64)
-				ev.t1, _ = strconv.ParseInt(f[2], 10, 64)
-			case f[0] == "RESIGNED" && len(f) >= 3:
-				ev.t0, _ = strconv.ParseInt(f[1], 10, 64)
-				ev.t1, _ = strconv.ParseInt(f[2], 10, 64)
-				ev.msg = strings.Join(f[3:], " ")
-			default:
-				ev.msg = strings.TrimSpace(line)
-			}
-			events <- ev
-		}
-		if err != nil {
-			events <- candEvent{cand: idx, kind: "EXIT", msg: err.Error()}
-			return
-		}
-	}
-}
-
-// candidateMain is the -worker side of a failover candidate.
-func candidateMain(spec workerSpec, in *bufio.Reader) int {
-	c, err := baton.New(baton.Options{
-		Redis:    rueidis.ClientOption{InitAddress: spec.Target.Addrs},
-		LeaseTTL: spec.Config.TTL,
-	})
-	if err != nil {
-		fmt.Println("ERROR new:", err)
-		return 1
-	}
-	defer c.Close()
-	e, err := c.Election(failoverName)
-	if err != nil {
-		fmt.Println("ERROR", err)
-		return 1
-	}
-	var (
-		outMu sync.Mutex
-		mu    sync.Mutex
-		held  *baton.Lock
-	)
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		fmt.Printf(format+"\n", args...)
-		outMu.Unlock()
-	}
-	say("READY")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for {
-		line, err := in.ReadString('\n')
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 2 && f[0] == "CAMPAIGN":
-			value := f[1]
-			go func() {
-				l, err := e.Campaign(ctx, value)
-				at := time.Now().UnixNano()
-				if err != nil {
-					if ctx.Err() == nil {
-						say("ERROR campaign: %v", err)
-					}
-					return
-				}
-				mu.Lock()
-				held = l
-				mu.Unlock()
-				say("LEADER %d %d", l.Token(), at)
-			}()
-		case len(f) == 1 && f[0] == "RESIGN":
-			mu.Lock()
-			l := held
-			held = nil
-			mu.Unlock()
-			if l == nil {
-				say("ERROR resign: not the leader")
-				continue
-			}
-			uctx, ucancel := context.WithTimeout(ctx, workload.UnlockTimeout)
-			t0 := time.Now().UnixNano()
-			err := l.Unlock(uctx)
-			t1 := time.Now().UnixNano()
-			ucancel()
-			if err != nil {
-				say("RESIGNED %d %d %v", t0, t1, err)
-			} else {
-				say("RESIGNED %d %d", t0, t1)
-			}
-		case len(f) > 0:
-			say("ERROR unknown command %q", strings.TrimSpace(line))
-		}
-		if err != nil {
-			if err != io.EOF {
-				fmt.Fprintln(os.Stderr, "lockbench candidate:", err)
-			}
-			return 0
-		}
-	}
 }

@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -30,93 +29,7 @@ import (
 	"github.com/batonlock/baton/bench/workload"
 )
 
-type options struct {
-	libs         string
-	scenarios    string
-	instances    int
-	goroutines   int
-	names        int
-	limit        int
-	hold         time.Duration
-	think        time.Duration
-	duration     time.Duration
-	ttl          time.Duration
-	procs        bool
-	short        bool
-	out          string
-	addr         string
-	redisBin     string
-	redisCli     string
-	cluster      bool
-	clusterNodes int
-	replica      bool
-	settle       time.Duration
-	holdLocks    int
-	rounds       int
-	peerLocks    int
-	worker       bool
-	set          map[string]bool
-}
-
 func main() { os.Exit(run()) }
-
-func parseFlags() *options {
-	o := &options{}
-	fs := flag.CommandLine
-	fs.StringVar(&o.libs, "libs", "all", "comma list of libraries, run in this order (all = "+strings.Join(lockers.Names(), ",")+"; also "+strings.Join(lockers.ExtraNames(), ",")+";\n"+
-		"semaphore scenarios: "+strings.Join(lockers.SemaphoreNames(), ",")+"; each scenario runs the ones that apply to it)")
-	fs.StringVar(&o.scenarios, "scenarios", "", "comma list of scenario sets and presets. Sets: standard (every standalone preset + holding),\n"+
-		"cluster (every preset on a local Redis Cluster), minreplicas (baton vs baton+MinReplicas1), all.\n"+
-		"Presets: "+strings.Join(workload.PresetNames(), ",")+", each also as standalone-NAME, cluster-NAME\n"+
-		"and (contention presets) minreplicas-NAME. \"standard\" means the set; the single preset is \"standalone-standard\".\n"+
-		"(default standard; if only workload flags are given, one \"custom\" scenario)")
-	fs.StringVar(&o.scenarios, "scenario", "", "alias of -scenarios")
-	fs.IntVar(&o.instances, "instances", 4, "client instances (each its own client and connections, like service replicas)")
-	fs.IntVar(&o.goroutines, "goroutines", 8, "goroutines per instance")
-	fs.IntVar(&o.names, "names", 1, "number of lock names; goroutine i uses name i % names")
-	fs.IntVar(&o.limit, "limit", 4, "permits of the semaphore scenarios; given without -scenarios, the custom scenario is a semaphore of this many permits")
-	fs.DurationVar(&o.hold, "hold", time.Millisecond, "time the lock is held (time.Sleep)")
-	fs.DurationVar(&o.think, "think", time.Millisecond, "pause between release and the next attempt")
-	fs.DurationVar(&o.duration, "duration", workload.StandardDuration, "measured duration per library per scenario")
-	fs.DurationVar(&o.ttl, "ttl", lockers.DefaultTTL, "lease/expiry for baton, bsm and polling; if set explicitly, also rueidislock KeyValidity and redsync expiry")
-	fs.BoolVar(&o.procs, "procs", false, "run each instance as a separate OS process")
-	fs.BoolVar(&o.short, "short", false, "cut every duration to 1s (smoke run)")
-	fs.StringVar(&o.out, "out", "", "directory for results.json, results.md and wait-time charts (PNG)")
-	fs.StringVar(&o.addr, "addr", "", "use this existing redis (host:port) instead of starting one; it is FLUSHALLed!")
-	fs.StringVar(&o.redisBin, "redis-server", "redis-server", "redis-server binary to start")
-	fs.StringVar(&o.redisCli, "redis-cli", "redis-cli", "redis-cli binary (creates the cluster)")
-	fs.BoolVar(&o.cluster, "cluster", false, "run on a local Redis Cluster (-cluster-nodes primaries) the command starts: the selected\npresets' cluster variants (default: the cluster set)")
-	fs.IntVar(&o.clusterNodes, "cluster-nodes", 3, "primaries of the cluster")
-	fs.BoolVar(&o.replica, "replica", false, "attach one replica and compare baton with baton+MinReplicas1 on the selected\ncontention presets (default: the minreplicas set)")
-	fs.DurationVar(&o.settle, "settle", 250*time.Millisecond, "pause after FLUSHALL before each library")
-	fs.IntVar(&o.holdLocks, "hold-locks", 10000, "holding scenario: locks held by one client")
-	fs.IntVar(&o.peerLocks, "hold-peer-locks", 100, "holding scenario: locks held by rueidislock")
-	fs.IntVar(&o.rounds, "rounds", workload.DefaultFailover.Rounds, "failover scenario: rounds per way of ending the leader's term (Unlock, SIGKILL); its lease is 1s unless -ttl is given")
-	fs.BoolVar(&o.worker, "worker", false, "internal: run as a -procs worker")
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "Usage: lockbench [flags]\n\nCompares Redis lock libraries on one workload against throwaway Redis deployments.\n\nFlags:\n")
-		fs.VisitAll(func(f *flag.Flag) {
-			if f.Name == "worker" {
-				return
-			}
-			name, usage := flag.UnquoteUsage(f)
-			fmt.Fprintf(w, "  -%s", f.Name)
-			if name != "" {
-				fmt.Fprintf(w, " %s", name)
-			}
-			fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
-				fmt.Fprintf(w, " (default %s)", f.DefValue)
-			}
-			fmt.Fprintln(w)
-		})
-	}
-	flag.Parse()
-	o.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	return o
-}
 
 func run() int {
 	o := parseFlags()
@@ -141,17 +54,25 @@ func run() int {
 		return 2
 	}
 
-	// Start every deployment the scenarios need, up front.
 	envs := &environments{o: o, m: map[workload.Topology]*environment{}}
 	defer envs.close()
-	for _, sc := range scens {
-		if _, err := envs.get(ctx, sc.On()); err != nil {
-			fmt.Fprintf(os.Stderr, "lockbench: %s: %v\n", sc.On(), err)
-			return 1
-		}
+	if err := envs.startAll(ctx, scens); err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		return 1
 	}
 
-	first := envs.m[scens[0].On()]
+	rep := newRun(ctx, o, libs, envs, envs.m[scens[0].On()])
+	printPreamble(rep)
+	began := time.Now()
+	bad := runScenarios(ctx, o, envs, scens, libs, rep)
+	fmt.Fprintf(os.Stderr, "lockbench: done in %v\n", time.Since(began).Round(100*time.Millisecond))
+	return finish(ctx, o.out, rep, bad)
+}
+
+// newRun starts the report with what a reader needs to compare runs: the
+// Go runtime, the Redis version (of first, the first scenario's
+// deployment), the deployments and the baton checkout measured.
+func newRun(ctx context.Context, o *options, libs []string, envs *environments, first *environment) *report.Run {
 	rep := &report.Run{
 		Started: time.Now(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 		Redis: first.admin.Version(ctx), Procs: o.procs, Libraries: libs, Command: "lockbench " + strings.Join(os.Args[1:], " "),
@@ -164,64 +85,90 @@ func run() int {
 	}
 	rep.Deployments = where
 	rep.Baton = batonVersion()
-	fmt.Printf("# lockbench\n\n%s, GOMAXPROCS %d, redis %s, instances as %s, libraries: %s\n\nbaton: %s\n\n%s\n",
-		rep.GoVersion, rep.GOMAXPROCS, rep.Redis, map[bool]string{true: "processes", false: "in-process client objects"}[o.procs],
-		strings.Join(libs, ", "), rep.Baton, "- "+strings.Join(where, "\n- "))
+	return rep
+}
 
-	bad := false
-	began := time.Now()
+// printPreamble heads the Markdown on stdout with the run's setup, so that
+// a saved transcript says what it measured.
+func printPreamble(rep *report.Run) {
+	fmt.Printf("# lockbench\n\n%s, GOMAXPROCS %d, redis %s, instances as %s, libraries: %s\n\nbaton: %s\n\n%s\n",
+		rep.GoVersion, rep.GOMAXPROCS, rep.Redis, map[bool]string{true: "processes", false: "in-process client objects"}[rep.Procs],
+		strings.Join(rep.Libraries, ", "), rep.Baton, "- "+strings.Join(rep.Deployments, "\n- "))
+}
+
+// runScenarios runs the scenarios in order until ctx ends, adding each
+// one's result to rep, and reports whether any found a failure. A scenario
+// no selected library applies to is skipped rather than reported empty.
+func runScenarios(ctx context.Context, o *options, envs *environments, scens []workload.Scenario, libs []string, rep *report.Run) (bad bool) {
 	for _, sc := range scens {
 		if ctx.Err() != nil {
 			break
 		}
 		env := envs.m[sc.On()]
-		sr := report.ScenarioResult{Scenario: sc, Deployment: env.desc}
 		slibs := libsFor(o, sc, libs)
 		if len(slibs) == 0 {
 			fmt.Fprintf(os.Stderr, "lockbench: %s: skipped (no selected library applies)\n", sc.Name)
 			continue
 		}
-		if sc.Failover != nil {
-			fm := runFailover(ctx, sc.Name, env, *sc.Failover, o.settle)
-			sr.Failover = &fm
-			bad = bad || fm.Problems()
-			report.Header(os.Stdout, sr)
-			report.FailoverTable(os.Stdout, fm)
-		} else if sc.Holding != nil {
-			for _, lib := range slibs {
-				if ctx.Err() != nil {
-					break
-				}
-				hm := runHolding(ctx, sc.Name, lib, env, *sc.Holding, o.settle)
-				sr.Holding = append(sr.Holding, hm)
-				bad = bad || hm.Error != ""
-			}
-			report.Header(os.Stdout, sr)
-			report.HoldingTable(os.Stdout, sr.Holding)
-		} else {
-			cfg := lockers.Config{TTL: o.ttl, TTLSet: o.set["ttl"]}
-			for _, lib := range slibs {
-				if ctx.Err() != nil {
-					break
-				}
-				m := runOne(ctx, o, lib, cfg, env, sc)
-				sr.Metrics = append(sr.Metrics, m)
-				if m.Overlaps > 0 || m.FencingViolations > 0 || len(m.Hung) > 0 || m.SetupError != "" {
-					bad = true
-				}
-			}
-			report.Header(os.Stdout, sr)
-			report.Table(os.Stdout, sr.Metrics)
-		}
+		sr, failed := runScenario(ctx, o, env, sc, slibs)
+		bad = bad || failed
 		rep.Scenarios = append(rep.Scenarios, sr)
 	}
-	fmt.Fprintf(os.Stderr, "lockbench: done in %v\n", time.Since(began).Round(100*time.Millisecond))
-	if o.out != "" {
-		if err := report.WriteFiles(o.out, rep); err != nil {
+	return bad
+}
+
+// runScenario runs one scenario's libraries on env and prints its table as
+// soon as it ends, so that a long run shows its results as it goes. The
+// failover, holding and contention scenarios measure different things,
+// each with its own runner and table.
+func runScenario(ctx context.Context, o *options, env *environment, sc workload.Scenario, slibs []string) (sr report.ScenarioResult, bad bool) {
+	sr = report.ScenarioResult{Scenario: sc, Deployment: env.desc}
+	switch {
+	case sc.Failover != nil:
+		fm := runFailover(ctx, sc.Name, env, *sc.Failover, o.settle)
+		sr.Failover = &fm
+		bad = fm.Problems()
+		report.Header(os.Stdout, sr)
+		report.FailoverTable(os.Stdout, fm)
+	case sc.Holding != nil:
+		for _, lib := range slibs {
+			if ctx.Err() != nil {
+				break
+			}
+			hm := runHolding(ctx, sc.Name, lib, env, *sc.Holding, o.settle)
+			sr.Holding = append(sr.Holding, hm)
+			bad = bad || hm.Error != ""
+		}
+		report.Header(os.Stdout, sr)
+		report.HoldingTable(os.Stdout, sr.Holding)
+	default:
+		cfg := lockers.Config{TTL: o.ttl, TTLSet: o.set["ttl"]}
+		for _, lib := range slibs {
+			if ctx.Err() != nil {
+				break
+			}
+			m := runOne(ctx, o, lib, cfg, env, sc)
+			sr.Metrics = append(sr.Metrics, m)
+			if m.Overlaps > 0 || m.FencingViolations > 0 || len(m.Hung) > 0 || m.SetupError != "" {
+				bad = true
+			}
+		}
+		report.Header(os.Stdout, sr)
+		report.Table(os.Stdout, sr.Metrics)
+	}
+	return sr, bad
+}
+
+// finish writes the result files (into out, if set) and picks the exit
+// status, distinct for an interrupted run (130) and for one that found
+// failures (1), so that scripts can tell those apart from success.
+func finish(ctx context.Context, out string, rep *report.Run, bad bool) int {
+	if out != "" {
+		if err := report.WriteFiles(out, rep); err != nil {
 			fmt.Fprintln(os.Stderr, "lockbench: writing results:", err)
 			return 1
 		}
-		fmt.Fprintf(os.Stderr, "lockbench: wrote %s/results.json, results.md and charts\n", o.out)
+		fmt.Fprintf(os.Stderr, "lockbench: wrote %s/results.json, results.md and charts\n", out)
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "lockbench: interrupted")
@@ -305,6 +252,17 @@ func (es *environments) get(ctx context.Context, t workload.Topology) (*environm
 	return e, nil
 }
 
+// startAll starts every deployment the scenarios need, up front: one that
+// cannot start then fails the run before any scenario has spent its time.
+func (es *environments) startAll(ctx context.Context, scens []workload.Scenario) error {
+	for _, sc := range scens {
+		if _, err := es.get(ctx, sc.On()); err != nil {
+			return fmt.Errorf("%s: %w", sc.On(), err)
+		}
+	}
+	return nil
+}
+
 func (e *environment) close() {
 	if e.admin != nil {
 		e.admin.Close()
@@ -318,180 +276,6 @@ func (es *environments) close() {
 	for _, e := range es.m {
 		e.close()
 	}
-}
-
-// libsFor returns the libraries a scenario compares: the scenario's own list
-// unless -libs was given; on the replicated topology baton+MinReplicas1 is
-// added after baton; libraries that do not apply are left out.
-func libsFor(o *options, sc workload.Scenario, libs []string) []string {
-	base := libs
-	if len(sc.Libs) > 0 && !o.set["libs"] {
-		base = sc.Libs
-	}
-	if sc.On() == workload.Replicated && !slices.Contains(base, lockers.BatonMinReplicas) {
-		var with []string
-		for _, l := range base {
-			with = append(with, l)
-			if l == "baton" {
-				with = append(with, lockers.BatonMinReplicas)
-			}
-		}
-		base = with
-	}
-	var out []string
-	for _, l := range base {
-		switch {
-		case sc.IsSemaphore() && !lockers.HasSemaphore(l):
-			// Not a semaphore library.
-		case !sc.IsSemaphore() && !lockers.HasLock(l):
-			// A semaphore library only.
-		case sc.Failover != nil && l != "baton":
-			// The election is baton's.
-		case sc.Holding != nil && l != "baton" && l != "rueidislock":
-			// Only libraries that renew leases in the background.
-		case sc.On() == workload.Cluster && !lockers.SupportsCluster(l):
-		case sc.On() != workload.Replicated && lockers.NeedsReplica(l):
-		default:
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func resolveLibs(list string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	for _, l := range strings.Split(list, ",") {
-		l = strings.TrimSpace(l)
-		switch {
-		case l == "":
-		case l == "all":
-			for _, n := range append(lockers.Names(), lockers.SemaphoreNames()...) {
-				if !seen[n] {
-					seen[n] = true
-					out = append(out, n)
-				}
-			}
-		default:
-			if !lockers.HasLock(l) && !lockers.HasSemaphore(l) {
-				return nil, fmt.Errorf("unknown library %q (locks: %s; semaphores: %s)", l,
-					strings.Join(append(lockers.Names(), lockers.ExtraNames()...), ","), strings.Join(lockers.SemaphoreNames(), ","))
-			}
-			if !seen[l] {
-				seen[l] = true
-				out = append(out, l)
-			}
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no library selected")
-	}
-	return out, nil
-}
-
-var knobFlags = []string{"instances", "goroutines", "names", "limit", "hold", "think", "duration"}
-
-func resolveScenarios(o *options) ([]workload.Scenario, error) {
-	knobsSet := false
-	for _, k := range knobFlags {
-		knobsSet = knobsSet || o.set[k]
-	}
-	if o.cluster && o.replica {
-		return nil, errors.New("-cluster and -replica do not combine (the benchmark's cluster has no replicas)")
-	}
-	var scens []workload.Scenario
-	switch {
-	case o.scenarios != "":
-		s, err := workload.ParseScenarios(o.scenarios)
-		if err != nil {
-			return nil, err
-		}
-		scens = s
-	case knobsSet:
-		std, _ := workload.Preset("standard")
-		std.Name, std.About = "custom", "custom workload"
-		if o.set["limit"] {
-			std.Params.Limit = o.limit
-		}
-		scens = []workload.Scenario{std}
-	case o.cluster:
-		scens, _ = workload.SetMembers("cluster")
-	case o.replica:
-		scens, _ = workload.SetMembers("minreplicas")
-	default:
-		scens, _ = workload.SetMembers("standard")
-	}
-	// -cluster / -replica move the standalone scenarios selected.
-	seen := map[string]bool{}
-	var out []workload.Scenario
-	for _, s := range scens {
-		switch {
-		case o.cluster && s.On() == workload.Standalone:
-			s = s.OnCluster()
-		case o.replica && s.On() == workload.Standalone && s.IsContention() && !s.IsSemaphore():
-			s = s.WithReplica()
-		}
-		if !seen[s.Name] {
-			seen[s.Name] = true
-			out = append(out, s)
-		}
-	}
-	scens = out
-	for i := range scens {
-		s := &scens[i]
-		if s.Failover != nil {
-			f := *s.Failover
-			if o.set["ttl"] {
-				f.Lease = o.ttl
-			}
-			if o.set["rounds"] {
-				f.Rounds = o.rounds
-			}
-			if o.short {
-				f.Rounds = min(f.Rounds, 3)
-			}
-			s.Failover = &f
-			continue
-		}
-		if s.Holding != nil {
-			h := *s.Holding
-			h.Locks, h.PeerLocks = o.holdLocks, o.peerLocks
-			if o.short {
-				h.Hold = workload.ShortDuration
-			}
-			s.Holding = &h
-			continue
-		}
-		p := &s.Params
-		if o.set["instances"] {
-			p.Instances = o.instances
-		}
-		if o.set["goroutines"] {
-			p.Goroutines = o.goroutines
-		}
-		if o.set["names"] {
-			p.Names = o.names
-		}
-		if o.set["limit"] && p.Limit > 0 {
-			p.Limit = o.limit
-		}
-		if o.set["hold"] {
-			p.Hold = o.hold
-		}
-		if o.set["think"] {
-			p.Think = o.think
-		}
-		if o.set["duration"] {
-			p.Duration = o.duration
-		}
-		if o.short {
-			p.Duration = workload.ShortDuration
-		}
-		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
-		}
-	}
-	return scens, nil
 }
 
 // prepare empties the server and lets it settle between libraries.

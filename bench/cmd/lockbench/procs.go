@@ -23,7 +23,7 @@ import (
 // its stdin).
 type workerSpec struct {
 	// Mode is "" for a contention worker, "candidate" for a failover
-	// candidate (see failover.go).
+	// candidate (see candidate.go).
 	Mode     string          `json:"mode,omitempty"`
 	Lib      string          `json:"lib"`
 	Target   lockers.Target  `json:"target"`
@@ -52,24 +52,12 @@ type workerProc struct {
 	out   *bufio.Reader
 }
 
+// runProcs runs the workload with each instance in its own worker process
+// (see the protocol above), so that the instances share no client, runtime
+// or scheduler, like the replicas of a service.
 func runProcs(ctx context.Context, lib string, cfg lockers.Config, target lockers.Target, admin *redisx.Admin, p workload.Params) (workload.Result, redisx.Delta, error) {
 	var procs []*workerProc
-	cleanup := func() {
-		for _, w := range procs {
-			_ = w.stdin.Close()
-		}
-		for _, w := range procs {
-			done := make(chan struct{})
-			go func() { _ = w.cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				_ = w.cmd.Process.Kill()
-				<-done
-			}
-		}
-	}
-	defer cleanup()
+	defer func() { stopWorkers(procs) }()
 
 	// One holder counter per name, shared by the workers through a file
 	// mapping, so that two processes holding one lock (or more than Limit
@@ -80,38 +68,13 @@ func runProcs(ctx context.Context, lib string, cfg lockers.Config, target locker
 	}
 	defer os.Remove(holders)
 
-	for i := 0; i < p.Instances; i++ {
-		cmd, err := selfCommand(context.WithoutCancel(ctx))
-		if err != nil {
-			return workload.Result{}, redisx.Delta{}, err
-		}
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			return workload.Result{}, redisx.Delta{}, err
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return workload.Result{}, redisx.Delta{}, err
-		}
-		if err := cmd.Start(); err != nil {
-			return workload.Result{}, redisx.Delta{}, fmt.Errorf("start worker: %w", err)
-		}
-		w := &workerProc{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20)}
-		procs = append(procs, w)
-		spec, _ := json.Marshal(workerSpec{Lib: lib, Target: target, Config: cfg, Instance: i, Params: p, Holders: holders})
-		if _, err := fmt.Fprintf(stdin, "%s\n", spec); err != nil {
-			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d: %w", i, err)
-		}
+	spec := workerSpec{Lib: lib, Target: target, Config: cfg, Params: p, Holders: holders}
+	procs, err = startWorkers(ctx, spec, p.Instances)
+	if err != nil {
+		return workload.Result{}, redisx.Delta{}, err
 	}
-	// Wait until every worker's client is connected.
-	for i, w := range procs {
-		line, err := readLine(w.out, readyTimeout)
-		if err != nil {
-			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d not ready: %w", i, err)
-		}
-		if line != "READY" {
-			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d: %s", i, line)
-		}
+	if err := awaitReady(procs); err != nil {
+		return workload.Result{}, redisx.Delta{}, err
 	}
 	s0, err := admin.Snapshot(ctx)
 	if err != nil {
@@ -123,6 +86,65 @@ func runProcs(ctx context.Context, lib string, cfg lockers.Config, target locker
 			return workload.Result{}, redisx.Delta{}, fmt.Errorf("worker %d: %w", i, err)
 		}
 	}
+	res := collectResults(procs, p)
+	s1, err := admin.Snapshot(context.WithoutCancel(ctx))
+	if err != nil {
+		return res, redisx.Delta{}, err
+	}
+	return res, s1.Sub(s0), nil
+}
+
+// startWorkers starts n worker processes and sends each its spec (with its
+// instance number). The processes started are returned on error too, for
+// stopWorkers: one that failed half-way must not outlive the run.
+func startWorkers(ctx context.Context, spec workerSpec, n int) ([]*workerProc, error) {
+	var procs []*workerProc
+	for i := 0; i < n; i++ {
+		cmd, err := selfCommand(context.WithoutCancel(ctx))
+		if err != nil {
+			return procs, err
+		}
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return procs, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return procs, err
+		}
+		if err := cmd.Start(); err != nil {
+			return procs, fmt.Errorf("start worker: %w", err)
+		}
+		w := &workerProc{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20)}
+		procs = append(procs, w)
+		spec.Instance = i
+		line, _ := json.Marshal(spec)
+		if _, err := fmt.Fprintf(stdin, "%s\n", line); err != nil {
+			return procs, fmt.Errorf("worker %d: %w", i, err)
+		}
+	}
+	return procs, nil
+}
+
+// awaitReady waits until every worker's client is connected, so that the
+// measured window starts with no instance still dialling Redis.
+func awaitReady(procs []*workerProc) error {
+	for i, w := range procs {
+		line, err := readLine(w.out, readyTimeout)
+		if err != nil {
+			return fmt.Errorf("worker %d not ready: %w", i, err)
+		}
+		if line != "READY" {
+			return fmt.Errorf("worker %d: %s", i, line)
+		}
+	}
+	return nil
+}
+
+// collectResults merges the workers' results. A worker that gives none in
+// time is reported as hung rather than failing the run: a Lock call that
+// never returns is one of the things the benchmark looks for.
+func collectResults(procs []*workerProc, p workload.Params) workload.Result {
 	var res workload.Result
 	limit := p.Duration + workload.HangGrace + p.Hold + 30*time.Second
 	for i, w := range procs {
@@ -133,11 +155,19 @@ func runProcs(ctx context.Context, lib string, cfg lockers.Config, target locker
 		}
 		res.Merge(r)
 	}
-	s1, err := admin.Snapshot(context.WithoutCancel(ctx))
-	if err != nil {
-		return res, redisx.Delta{}, err
+	return res
+}
+
+// stopWorkers closes every worker's stdin first, which tells them all to
+// close their clients and exit at once, then waits for each, killing one
+// that takes longer than 15s.
+func stopWorkers(procs []*workerProc) {
+	for _, w := range procs {
+		_ = w.stdin.Close()
 	}
-	return res, s1.Sub(s0), nil
+	for _, w := range procs {
+		waitOrKill(w, 15*time.Second)
+	}
 }
 
 func readLine(r *bufio.Reader, timeout time.Duration) (string, error) {
@@ -169,6 +199,19 @@ func decodeTimeout(r *bufio.Reader, v any, timeout time.Duration) error {
 		return err
 	case <-time.After(timeout):
 		return errors.New("timed out")
+	}
+}
+
+// waitOrKill waits for w to exit, killing it after d: a worker that does
+// not exit must not outlive the run.
+func waitOrKill(w *workerProc, d time.Duration) {
+	done := make(chan struct{})
+	go func() { _ = w.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		_ = w.cmd.Process.Kill()
+		<-done
 	}
 }
 

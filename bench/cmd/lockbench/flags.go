@@ -1,0 +1,99 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/batonlock/baton/bench/lockers"
+	"github.com/batonlock/baton/bench/workload"
+)
+
+// options holds the command line; set records the flags given explicitly,
+// which override a scenario's own values.
+type options struct {
+	libs         string
+	scenarios    string
+	instances    int
+	goroutines   int
+	names        int
+	limit        int
+	hold         time.Duration
+	think        time.Duration
+	duration     time.Duration
+	ttl          time.Duration
+	procs        bool
+	short        bool
+	out          string
+	addr         string
+	redisBin     string
+	redisCli     string
+	cluster      bool
+	clusterNodes int
+	replica      bool
+	settle       time.Duration
+	holdLocks    int
+	rounds       int
+	peerLocks    int
+	worker       bool
+	set          map[string]bool
+}
+
+func parseFlags() *options {
+	o := &options{}
+	fs := flag.CommandLine
+	fs.StringVar(&o.libs, "libs", "all", "comma list of libraries, run in this order (all = "+strings.Join(lockers.Names(), ",")+"; also "+strings.Join(lockers.ExtraNames(), ",")+";\n"+
+		"semaphore scenarios: "+strings.Join(lockers.SemaphoreNames(), ",")+"; each scenario runs the ones that apply to it)")
+	fs.StringVar(&o.scenarios, "scenarios", "", "comma list of scenario sets and presets. Sets: standard (every standalone preset + holding),\n"+
+		"cluster (every preset on a local Redis Cluster), minreplicas (baton vs baton+MinReplicas1), all.\n"+
+		"Presets: "+strings.Join(workload.PresetNames(), ",")+", each also as standalone-NAME, cluster-NAME\n"+
+		"and (contention presets) minreplicas-NAME. \"standard\" means the set; the single preset is \"standalone-standard\".\n"+
+		"(default standard; if only workload flags are given, one \"custom\" scenario)")
+	fs.StringVar(&o.scenarios, "scenario", "", "alias of -scenarios")
+	fs.IntVar(&o.instances, "instances", 4, "client instances (each its own client and connections, like service replicas)")
+	fs.IntVar(&o.goroutines, "goroutines", 8, "goroutines per instance")
+	fs.IntVar(&o.names, "names", 1, "number of lock names; goroutine i uses name i % names")
+	fs.IntVar(&o.limit, "limit", 4, "permits of the semaphore scenarios; given without -scenarios, the custom scenario is a semaphore of this many permits")
+	fs.DurationVar(&o.hold, "hold", time.Millisecond, "time the lock is held (time.Sleep)")
+	fs.DurationVar(&o.think, "think", time.Millisecond, "pause between release and the next attempt")
+	fs.DurationVar(&o.duration, "duration", workload.StandardDuration, "measured duration per library per scenario")
+	fs.DurationVar(&o.ttl, "ttl", lockers.DefaultTTL, "lease/expiry for baton, bsm and polling; if set explicitly, also rueidislock KeyValidity and redsync expiry")
+	fs.BoolVar(&o.procs, "procs", false, "run each instance as a separate OS process")
+	fs.BoolVar(&o.short, "short", false, "cut every duration to 1s (smoke run)")
+	fs.StringVar(&o.out, "out", "", "directory for results.json, results.md and wait-time charts (PNG)")
+	fs.StringVar(&o.addr, "addr", "", "use this existing redis (host:port) instead of starting one; it is FLUSHALLed!")
+	fs.StringVar(&o.redisBin, "redis-server", "redis-server", "redis-server binary to start")
+	fs.StringVar(&o.redisCli, "redis-cli", "redis-cli", "redis-cli binary (creates the cluster)")
+	fs.BoolVar(&o.cluster, "cluster", false, "run on a local Redis Cluster (-cluster-nodes primaries) the command starts: the selected\npresets' cluster variants (default: the cluster set)")
+	fs.IntVar(&o.clusterNodes, "cluster-nodes", 3, "primaries of the cluster")
+	fs.BoolVar(&o.replica, "replica", false, "attach one replica and compare baton with baton+MinReplicas1 on the selected\ncontention presets (default: the minreplicas set)")
+	fs.DurationVar(&o.settle, "settle", 250*time.Millisecond, "pause after FLUSHALL before each library")
+	fs.IntVar(&o.holdLocks, "hold-locks", 10000, "holding scenario: locks held by one client")
+	fs.IntVar(&o.peerLocks, "hold-peer-locks", 100, "holding scenario: locks held by rueidislock")
+	fs.IntVar(&o.rounds, "rounds", workload.DefaultFailover.Rounds, "failover scenario: rounds per way of ending the leader's term (Unlock, SIGKILL); its lease is 1s unless -ttl is given")
+	fs.BoolVar(&o.worker, "worker", false, "internal: run as a -procs worker")
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: lockbench [flags]\n\nCompares Redis lock libraries on one workload against throwaway Redis deployments.\n\nFlags:\n")
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Name == "worker" {
+				return
+			}
+			name, usage := flag.UnquoteUsage(f)
+			fmt.Fprintf(w, "  -%s", f.Name)
+			if name != "" {
+				fmt.Fprintf(w, " %s", name)
+			}
+			fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+				fmt.Fprintf(w, " (default %s)", f.DefValue)
+			}
+			fmt.Fprintln(w)
+		})
+	}
+	flag.Parse()
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	return o
+}
