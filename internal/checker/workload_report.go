@@ -1,0 +1,232 @@
+package checker
+
+// WorkloadReport: the oracles, how failures are recorded under them, and
+// how the report prints.
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Oracles, in the order of WorkloadReport's documentation.
+const (
+	oLoss     = "(a) loss without fault"
+	oOverlap  = "(b) overlap"
+	oToken    = "(c) token order"
+	oIdle     = "(d) idle wait"
+	oFIFO     = "(e) FIFO"
+	oClose    = "(f) survives Close"
+	oCloseDur = "(g) Close duration"
+	oLeak     = "(h) goroutines left"
+	oErr      = "(i) errors"
+	oStuck    = "(j) stuck calls"
+)
+
+var oracleOrder = []string{oLoss, oOverlap, oToken, oIdle, oFIFO, oClose, oCloseDur, oLeak, oErr, oStuck}
+
+// maxMsgs is how many messages each oracle keeps (all are counted).
+const maxMsgs = 15
+
+func (r *wrun) failf(oracle, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failLocked(oracle, format, args...)
+}
+
+func (r *wrun) failLocked(oracle, format string, args ...any) {
+	r.nfails[oracle]++
+	if len(r.fails[oracle]) < maxMsgs {
+		r.fails[oracle] = append(r.fails[oracle], fmt.Sprintf(format, args...))
+	}
+}
+
+// WorkloadReport is what a RunWorkload run saw. Print it with String;
+// Check lists the failures, by oracle. Every time is taken in this process
+// (time.Now, monotonic) and printed relative to the start of the run.
+//
+// The oracles:
+//
+// (a) No loss without a fault. A loss is a Lock whose Done closed with a
+// cause matching baton.ErrLockLost (seen by context.AfterFunc on its
+// Context), an Unlock or Do returning ErrLockLost, or a Done that closed
+// before Unlock for any reason other than a Close that had begun (a cause
+// of ErrClosed with no Close begun, or any other cause). A loss is excused
+// only when it came during a fault window (WorkloadControl.Fault) or
+// within the holder's lease + Workload.FaultGrace after one. A loss sooner
+// than lease/2 after the acquisition is marked EARLY: no lease deadline can
+// explain it.
+//
+// (b) No overlap not preceded by a loss signal. A hold runs from when Lock
+// returned (or Do's fn began) to the earliest of: Unlock called (or fn
+// returned), the loss signal, or the start of the Close that ended it (Done
+// closed with ErrClosed; Close closes Done before it releases the key).
+// Another acquisition of the name inside that span is an overlap. A lock
+// whose Done never closed is held forever.
+//
+// (c) Tokens rise per name: in the order acquisitions returned to their
+// callers, every token is above every earlier one.
+//
+// (d) No idle wait. For each waiter (a Lock or Do call on a name) it
+// measures the longest stretch of its wait during which (1) nobody held the
+// name: no acquisition of it was between its return and its release, where
+// a release is when Unlock returned nil, or when the Close that ended the
+// lock returned, or, after a loss or a failed release, a lease of the
+// holder later (the key may stay until it expires); (2) nobody was waiting
+// ahead of it: every Lock or Do call on the name that started before it had
+// returned; (3) its own session's (or Client's) Close had not begun; and
+// (4) no fault window (plus FaultGrace) was open. That stretch must not
+// exceed Workload.WaitBound (default 100 ms). It includes the time from the
+// grant in Redis to the return of Lock (delivery and scheduling), so under
+// -race on a busy machine the bound has to carry scheduling noise too.
+//
+// (e) FIFO between sessions. For each waiter W on a name, count for every
+// other session the turns it began during the wait (a turn is a maximal run
+// of consecutive acquisitions of the name by one session: local hand-offs
+// inside a turn count once). Fails if some session began more than
+// N + 1 + FIFOSlack turns, where N is the number of other Lock and Do calls
+// on the name in flight when W started: with FIFO between sessions in
+// Redis, a session gets at most one turn between two turns of W's session,
+// and W's session has at most N goroutines ahead of W. Waits that meet a
+// fault window (plus grace) or the Close of W's session are not judged.
+//
+// (f) Nothing survives a Close. When Session.Close or Client.Close
+// returns, every Lock the session(s) ever returned has Done closed, and a
+// Lock call returning afterwards returns no live lock; once the session's
+// calls in flight have returned, no lock key in Redis names it as owner
+// and no live queue entry (deadline not past) names it; after every Client
+// closed, no lock key names any owner (a value not beginning with "~") and
+// no live queue entry is left. The Redis part excuses only a session with a
+// fault window (plus grace) within its lease before its Close, or during
+// it: a call lost to the fault leaves what lapses within the lease.
+//
+// (g) Every Session.Close and Client.Close returns within
+// Workload.CloseBound (default the longest lease + 1 s).
+//
+// (h) No goroutine is left behind (goleak).
+//
+// (i) Errors: only documented ones. Lock/Do: ctx errors when their ctx
+// ended, ErrClosed once their session's Close began, Redis or network
+// errors only in fault windows (plus grace); TryLock also ErrNotAcquired,
+// and a network error once its own ctx had ended (a dial or read cut short
+// by it; counted in a note); Unlock: ErrLockLost (judged by (a)), ErrClosed
+// or ErrUnlocked once a Close began, ctx errors when its ctx ended. A ctx
+// error while the ctx had not ended (its deadline still 1 ms or more ahead
+// when the call returned, and not cancelled) is a failure, and so is a Lock
+// that returns a lock already ended by a Close.
+//
+// (j) No call hangs: every call returns once the Clients closed.
+//
+// Semaphore and election names (Workload.Semaphores, Workload.Elections)
+// are judged by (a) and (g) to (j) as locks are, permits and leaderships
+// as locks, and by (b) to (d) and (f) as workload_semaphore.go says: at
+// most Limit holders (one leader) at once, unique tokens above every token
+// returned before the call began, no wait while fewer than Limit hold and
+// wait ahead, nothing of a closed session left in their hashes and
+// queues; (e) does not apply to them.
+type WorkloadReport struct {
+	Seed    uint64
+	Elapsed time.Duration
+	Faults  int // fault windows
+
+	Clients, Sessions int            // made during the run
+	Calls             map[string]int // by operation
+	Acquisitions      int
+	TryLockBusy       int
+	CtxEnded          int // Lock and Do calls ended by their ctx
+	LossesSignalled   int
+	LostStats         uint64 // sum of Client.Stats().Lost at Close
+
+	SessionCloses, ClientCloses     int
+	MaxSessionClose, MaxClientClose time.Duration
+
+	IdleWaits                 int           // waits with a free stretch (d) above zero
+	IdleP50, IdleP99, IdleMax time.Duration // of those stretches
+	MaxTurns                  int           // most turns one session began during one wait (e)
+	OverlapsBetweenGoroutines int           // of the overlaps, inside one session
+	TokenInversions, Overlaps int
+
+	Semaphores         []int // limits of the semaphore names
+	PermitAcquisitions int   // of the acquisitions, permits
+	MaxPermits         int   // most holders of one semaphore (or election) at once, by the record (b)
+	Elections          int   // election names
+	Leaderships        int   // of the acquisitions, leaderships
+
+	Failures map[string][]string // by oracle, the first messages
+	Counts   map[string]int      // by oracle, all failures
+	Leaked   string
+	Notes    []string
+	// NearIdle describes the three longest idle stretches (d) within the
+	// bound (above a quarter of it), to tell noise from near misses.
+	NearIdle []string
+}
+
+// Check returns the run's failures, or nil.
+func (r WorkloadReport) Check() error {
+	var b strings.Builder
+	if r.Acquisitions == 0 {
+		b.WriteString("no acquisitions: the run checked nothing\n")
+	}
+	if len(r.Semaphores) > 0 && r.PermitAcquisitions == 0 {
+		b.WriteString("no permit acquired: the semaphores were not checked\n")
+	}
+	if r.Elections > 0 && r.Leaderships == 0 {
+		b.WriteString("no leadership: the elections were not checked\n")
+	}
+	for _, o := range oracleOrder {
+		if r.Counts[o] == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %d failures\n", o, r.Counts[o])
+		for _, m := range r.Failures[o] {
+			fmt.Fprintf(&b, "    %s\n", m)
+		}
+		if n := r.Counts[o] - len(r.Failures[o]); n > 0 {
+			fmt.Fprintf(&b, "    ... and %d more\n", n)
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return errors.New("checker: workload:\n" + b.String())
+}
+
+// Failed lists the oracles that failed.
+func (r WorkloadReport) Failed() []string {
+	var out []string
+	for _, o := range oracleOrder {
+		if r.Counts[o] > 0 {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// String summarises the report.
+func (r WorkloadReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d, %v, %d fault windows; %d clients and %d sessions made\n",
+		r.Seed, r.Elapsed.Round(time.Millisecond), r.Faults, r.Clients, r.Sessions)
+	fmt.Fprintf(&b, "calls %v: %d acquisitions, %d TryLock busy, %d Lock/Do ended by their ctx; losses signalled %d (Stats.Lost %d)\n",
+		fmtMap(r.Calls), r.Acquisitions, r.TryLockBusy, r.CtxEnded, r.LossesSignalled, r.LostStats)
+	fmt.Fprintf(&b, "closes: %d Session.Close (max %s), %d Client.Close (max %s)\n",
+		r.SessionCloses, ms(r.MaxSessionClose), r.ClientCloses, ms(r.MaxClientClose))
+	fmt.Fprintf(&b, "idle waits (d): %d waits with a free stretch, p50 %s, p99 %s, max %s; most turns of one session in one wait (e): %d\n",
+		r.IdleWaits, ms(r.IdleP50), ms(r.IdleP99), ms(r.IdleMax), r.MaxTurns)
+	if len(r.Semaphores) > 0 || r.Elections > 0 {
+		fmt.Fprintf(&b, "semaphores %v: %d permits acquired; elections %d: %d leaderships; at most %d holders of one at once\n",
+			r.Semaphores, r.PermitAcquisitions, r.Elections, r.Leaderships, r.MaxPermits)
+	}
+	fmt.Fprintf(&b, "overlaps %d (inside one session %d), token inversions %d", r.Overlaps, r.OverlapsBetweenGoroutines, r.TokenInversions)
+	if f := r.Failed(); len(f) > 0 {
+		fmt.Fprintf(&b, "\nFAILED: %s", strings.Join(f, ", "))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\nnote: %s", n)
+	}
+	for _, n := range r.NearIdle {
+		fmt.Fprintf(&b, "\nidle wait within the bound: %s", n)
+	}
+	return b.String()
+}
