@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/observertest"
 	batonotel "github.com/batonlock/baton/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -17,11 +18,11 @@ import (
 func TestWorkload(t *testing.T) {
 	hs := [2]*harness{newHarness(t, batonotel.Options{}), newHarness(t, batonotel.Options{})}
 	ctx, root := hs[1].tp.Tracer("test").Start(context.Background(), "caller")
-	w := runWorkload(t, ctx, [2]baton.Observer{hs[0].obs, hs[1].obs}, 20)
+	w := observertest.Run(t, ctx, [2]baton.Observer{hs[0].obs, hs[1].obs}, 20)
 	root.End()
 
 	for i, h := range hs {
-		m, st := h.collect(t), w.stats[i]
+		m, st := h.collect(t), w.Stats[i]
 		t.Run("client"+strconv.Itoa(i+1), func(t *testing.T) {
 			eq := func(what string, got, want int64) {
 				t.Helper()
@@ -30,7 +31,7 @@ func TestWorkload(t *testing.T) {
 				}
 			}
 			// Acquisitions, by how, as the calls got them and as Stats count.
-			eq("acquisitions", m.total(t, "baton.lock.acquisitions"), int64(w.acquired[i]))
+			eq("acquisitions", m.total(t, "baton.lock.acquisitions"), int64(w.Acquired[i]))
 			eq("acquisitions vs Stats.Acquired", m.total(t, "baton.lock.acquisitions"), int64(st.Acquired))
 			eq("acquisitions{how=handoff}", m.sum(t, "baton.lock.acquisitions", how("handoff")), int64(st.LocalHandoffs))
 			eq("acquisitions{how=granted}", m.sum(t, "baton.lock.acquisitions", how("granted")), int64(st.Granted))
@@ -49,13 +50,13 @@ func TestWorkload(t *testing.T) {
 			for _, oc := range []string{"acquired", "timeout", "canceled", "closed", "error"} {
 				waits += m.hist(t, "baton.lock.wait.duration", outcome(oc)).Count
 			}
-			eq("wait.duration count", int64(waits), int64(w.waits[i]))
-			eq("baton.Lock spans", int64(countSpans(h.spans.Ended())), int64(w.waits[i]))
+			eq("wait.duration count", int64(waits), int64(w.Waits[i]))
+			eq("baton.Lock spans", int64(countSpans(h.spans.Ended())), int64(w.Waits[i]))
 			eq("gave_up{timeout}+{canceled} vs Stats.Timeouts",
 				m.sum(t, "baton.lock.gave_up", reason("timeout"))+m.sum(t, "baton.lock.gave_up", reason("canceled")), int64(st.Timeouts))
 			eq("gave_up{error}", m.sum(t, "baton.lock.gave_up", reason("error")), 0)
-			if w.waits[i] > 0 && m.hist(t, "baton.lock.wait.duration", outcome("acquired")).Sum <= 0 {
-				t.Errorf("wait.duration{outcome=acquired} sum is 0 after %d waits", w.waits[i])
+			if w.Waits[i] > 0 && m.hist(t, "baton.lock.wait.duration", outcome("acquired")).Sum <= 0 {
+				t.Errorf("wait.duration{outcome=acquired} sum is 0 after %d waits", w.Waits[i])
 			}
 		})
 	}
@@ -92,10 +93,10 @@ func TestWorkload(t *testing.T) {
 	// The spans of client 2's scripted calls: children of the caller's
 	// span, with the right attributes.
 	want := map[string]map[string]string{ // outcome: attributes
-		"acquired": {"baton.lock.name": grantName, "baton.lock.how": "granted", "baton.lock.token": strconv.FormatUint(w.granted, 10)},
-		"timeout":  {"baton.lock.name": busyName, "baton.lock.how": "", "baton.lock.token": ""},
-		"canceled": {"baton.lock.name": busyName},
-		"closed":   {"baton.lock.name": busyName},
+		"acquired": {"baton.lock.name": observertest.GrantName, "baton.lock.how": "granted", "baton.lock.token": strconv.FormatUint(w.Granted, 10)},
+		"timeout":  {"baton.lock.name": observertest.BusyName, "baton.lock.how": "", "baton.lock.token": ""},
+		"canceled": {"baton.lock.name": observertest.BusyName},
+		"closed":   {"baton.lock.name": observertest.BusyName},
 	}
 	for _, s := range hs[1].spans.Ended() {
 		if s.Name() != batonotel.SpanName || s.Parent().SpanID() != root.SpanContext().SpanID() {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/observertest"
 	batonprom "github.com/batonlock/baton/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -24,10 +25,10 @@ func TestWorkload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := runWorkload(t, context.Background(), [2]baton.Observer{cols[0], cols[1]}, 20)
+	w := observertest.Run(t, context.Background(), [2]baton.Observer{cols[0], cols[1]}, 20)
 
 	for i, col := range cols {
-		f, st := gather(t, col), w.stats[i]
+		f, st := gather(t, col), w.Stats[i]
 		cl := strconv.Itoa(i + 1)
 		l := func(kv ...string) labels {
 			m := labels{"client": cl}
@@ -43,7 +44,7 @@ func TestWorkload(t *testing.T) {
 					t.Errorf("%s = %v, want %v", what, got, want)
 				}
 			}
-			eq("acquisitions", f.total("baton_lock_acquisitions_total"), float64(w.acquired[i]))
+			eq("acquisitions", f.total("baton_lock_acquisitions_total"), float64(w.Acquired[i]))
 			eq("acquisitions vs Stats.Acquired", f.total("baton_lock_acquisitions_total"), float64(st.Acquired))
 			eq("acquisitions{how=handoff}", f.value(t, "baton_lock_acquisitions_total", l("how", "handoff")), float64(st.LocalHandoffs))
 			eq("acquisitions{how=granted}", f.value(t, "baton_lock_acquisitions_total", l("how", "granted")), float64(st.Granted))
@@ -53,12 +54,12 @@ func TestWorkload(t *testing.T) {
 			eq("renewal errors", f.value(t, "baton_lock_renewal_errors_total", l()), float64(st.RenewalErrors))
 			eq("held after Close", f.value(t, "baton_lock_held", l()), 0)
 			eq("waiting at the end", f.value(t, "baton_lock_waiting", l()), 0)
-			eq("wait_seconds count", float64(f.histCount("baton_lock_wait_seconds")), float64(w.waits[i]))
+			eq("wait_seconds count", float64(f.histCount("baton_lock_wait_seconds")), float64(w.Waits[i]))
 			eq("gave_up{timeout}+{canceled} vs Stats.Timeouts",
 				f.value(t, "baton_lock_gave_up_total", l("reason", "timeout"))+f.value(t, "baton_lock_gave_up_total", l("reason", "canceled")), float64(st.Timeouts))
 			eq("gave_up{error}", f.value(t, "baton_lock_gave_up_total", l("reason", "error")), 0)
-			if _, sum := f.hist(t, "baton_lock_wait_seconds", l("outcome", "acquired")); w.waits[i] > 0 && sum <= 0 {
-				t.Errorf("wait_seconds{outcome=acquired} sum is 0 after %d waits", w.waits[i])
+			if _, sum := f.hist(t, "baton_lock_wait_seconds", l("outcome", "acquired")); w.Waits[i] > 0 && sum <= 0 {
+				t.Errorf("wait_seconds{outcome=acquired} sum is 0 after %d waits", w.Waits[i])
 			}
 		})
 	}

@@ -1,4 +1,7 @@
-package batonotel_test
+// Package observertest is the scripted workload that the Observer
+// adapters (the otel and prometheus modules) check their figures against:
+// two clients against a throwaway Redis, whose every step is known.
+package observertest
 
 import (
 	"context"
@@ -71,34 +74,34 @@ func await[T any](t testing.TB, ch <-chan T, what string) T {
 	}
 }
 
-// workload is what runWorkload did, for the checks of the figures.
-type workload struct {
-	stats    [2]baton.Stats // after Close
-	acquired [2]int         // locks the calls of each client got
-	waits    [2]int         // Waiting events of each client
-	granted  uint64         // token of the lock c2 got by grant, after waiting
+// Workload is what Run did, for the checks of the figures.
+type Workload struct {
+	Stats    [2]baton.Stats // after Close
+	Acquired [2]int         // locks the calls of each client got
+	Waits    [2]int         // Waiting events of each client
+	Granted  uint64         // token of the lock c2 got by grant, after waiting
 }
 
 // Lock names of the scripted steps.
 const (
-	grantName = "granted"
-	busyName  = "busy"
-	lostName  = "lost"
-	closeName = "close"
+	GrantName = "granted"
+	BusyName  = "busy"
+	LostName  = "lost"
+	CloseName = "close"
 )
 
-// runWorkload drives two clients, observed by obs[0] and obs[1], through a
+// Run drives two clients, observed by obs[0] and obs[1], through a
 // script, and closes them. Client 2's scripted Lock calls use ctx.
 //
 //  1. contention: 4 goroutines per client, rounds Lock/Unlock each on
 //     three names;
-//  2. client 2 waits for grantName, held by client 1, and gets it by grant;
-//  3. client 1 holds busyName: client 2's TryLock fails, a Lock with a
+//  2. client 2 waits for GrantName, held by client 1, and gets it by grant;
+//  3. client 1 holds BusyName: client 2's TryLock fails, a Lock with a
 //     200ms deadline times out, a Lock is cancelled once waiting;
-//  4. client 1's lostName is deleted from outside: lost;
-//  5. client 2 holds closeName and waits for busyName when it is closed;
-//  6. client 1 releases busyName and is closed.
-func runWorkload(t *testing.T, ctx context.Context, obs [2]baton.Observer, rounds int) workload {
+//  4. client 1's LostName is deleted from outside: lost;
+//  5. client 2 holds CloseName and waits for BusyName when it is closed;
+//  6. client 1 releases BusyName and is closed.
+func Run(t *testing.T, ctx context.Context, obs [2]baton.Observer, rounds int) Workload {
 	t.Helper()
 	srv := redistest.Start(t)
 	var tees [2]*tee
@@ -113,7 +116,7 @@ func runWorkload(t *testing.T, ctx context.Context, obs [2]baton.Observer, round
 		cs[i] = c
 	}
 	c1, c2, bg := cs[0], cs[1], context.Background()
-	var w workload
+	var w Workload
 	lock := func(c *baton.Client, ctx context.Context, name string) *baton.Lock {
 		t.Helper()
 		l, err := c.Lock(ctx, name)
@@ -137,7 +140,7 @@ func runWorkload(t *testing.T, ctx context.Context, obs [2]baton.Observer, round
 						return
 					}
 					mu.Lock()
-					w.acquired[ci]++
+					w.Acquired[ci]++
 					mu.Unlock()
 					if err := l.Unlock(bg); err != nil {
 						t.Errorf("Unlock %s: %v", name, err)
@@ -149,61 +152,61 @@ func runWorkload(t *testing.T, ctx context.Context, obs [2]baton.Observer, round
 	wg.Wait()
 
 	// 2. A wait that ends in a grant.
-	l1 := lock(c1, bg, grantName)
-	w.acquired[0]++
-	queued := tees[1].watch(baton.Waiting, grantName)
+	l1 := lock(c1, bg, GrantName)
+	w.Acquired[0]++
+	queued := tees[1].watch(baton.Waiting, GrantName)
 	got := make(chan *baton.Lock, 1)
 	go func() {
-		l, err := c2.Lock(ctx, grantName)
+		l, err := c2.Lock(ctx, GrantName)
 		if err != nil {
-			t.Errorf("Lock %s: %v", grantName, err)
+			t.Errorf("Lock %s: %v", GrantName, err)
 		}
 		got <- l
 	}()
-	await(t, queued, "client 2 to wait for "+grantName)
+	await(t, queued, "client 2 to wait for "+GrantName)
 	if err := l1.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
-	l2 := await(t, got, "client 2 to get "+grantName)
+	l2 := await(t, got, "client 2 to get "+GrantName)
 	if l2 == nil {
 		t.FailNow()
 	}
-	w.acquired[1]++
-	w.granted = l2.Token()
+	w.Acquired[1]++
+	w.Granted = l2.Token()
 	if err := l2.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
 
 	// 3. A failed TryLock, a timeout and a cancellation.
-	busy := lock(c1, bg, busyName)
-	w.acquired[0]++
-	if _, err := c2.TryLock(ctx, busyName); !errors.Is(err, baton.ErrNotAcquired) {
+	busy := lock(c1, bg, BusyName)
+	w.Acquired[0]++
+	if _, err := c2.TryLock(ctx, BusyName); !errors.Is(err, baton.ErrNotAcquired) {
 		t.Fatalf("TryLock of a held lock: %v, want ErrNotAcquired", err)
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err := c2.Lock(short, busyName)
+	_, err := c2.Lock(short, BusyName)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock with a short deadline: %v, want DeadlineExceeded", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	queued = tees[1].watch(baton.Waiting, busyName)
+	queued = tees[1].watch(baton.Waiting, BusyName)
 	failed := make(chan error, 1)
 	go func() {
-		_, err := c2.Lock(cctx, busyName)
+		_, err := c2.Lock(cctx, BusyName)
 		failed <- err
 	}()
-	await(t, queued, "client 2 to wait for "+busyName)
+	await(t, queued, "client 2 to wait for "+BusyName)
 	cancel()
 	if err := await(t, failed, "the cancelled Lock"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Lock: %v, want Canceled", err)
 	}
 
 	// 4. A loss.
-	l := lock(c1, bg, lostName)
-	w.acquired[0]++
-	lostEv := tees[0].watch(baton.Lost, lostName)
-	if err := srv.Do(t, "DEL", "baton:{"+lostName+"}").Error(); err != nil {
+	l := lock(c1, bg, LostName)
+	w.Acquired[0]++
+	lostEv := tees[0].watch(baton.Lost, LostName)
+	if err := srv.Do(t, "DEL", "baton:{"+LostName+"}").Error(); err != nil {
 		t.Fatal(err)
 	}
 	await(t, l.Done(), "the loss")
@@ -213,14 +216,14 @@ func runWorkload(t *testing.T, ctx context.Context, obs [2]baton.Observer, round
 	}
 
 	// 5. Close with a lock held and a call waiting.
-	lock(c2, ctx, closeName)
-	w.acquired[1]++
-	queued = tees[1].watch(baton.Waiting, busyName)
+	lock(c2, ctx, CloseName)
+	w.Acquired[1]++
+	queued = tees[1].watch(baton.Waiting, BusyName)
 	go func() {
-		_, err := c2.Lock(ctx, busyName)
+		_, err := c2.Lock(ctx, BusyName)
 		failed <- err
 	}()
-	await(t, queued, "client 2 to wait for "+busyName)
+	await(t, queued, "client 2 to wait for "+BusyName)
 	if err := c2.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -236,9 +239,9 @@ func runWorkload(t *testing.T, ctx context.Context, obs [2]baton.Observer, round
 		t.Fatalf("Close: %v", err)
 	}
 	for i, c := range cs {
-		w.stats[i] = c.Stats()
-		w.waits[i] = tees[i].waiting()
+		w.Stats[i] = c.Stats()
+		w.Waits[i] = tees[i].waiting()
 	}
-	t.Logf("stats: %+v; waits %v", w.stats, w.waits)
+	t.Logf("stats: %+v; waits %v", w.Stats, w.Waits)
 	return w
 }
