@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
 func TestNew(t *testing.T) {
 	srv := redistest.Start(t)
-	rc := newRueidis(t, srv.Option())
+	rc := locktest.NewRueidis(t, srv.Option())
 	for _, tc := range []struct {
 		prefix, want string
 		err          error
@@ -39,7 +40,7 @@ func TestNew(t *testing.T) {
 func TestInvalidName(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newAdmin(t, srv.Option())
-	ctx := ctxTimeout(t, bound)
+	ctx := locktest.CtxTimeout(t, locktest.Bound)
 	for _, name := range []string{"", "}x", strings.Repeat("n", 4097)} {
 		if _, err := a.Inspect(ctx, name); !errors.Is(err, admin.ErrInvalidName) {
 			t.Errorf("Inspect(%.10q): %v, want ErrInvalidName", name, err)
@@ -53,12 +54,12 @@ func TestInvalidName(t *testing.T) {
 func TestInspectHeld(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 2 * time.Second
-	c := newBaton(t, srv.Option(), lease)
+	c := locktest.NewBaton(t, srv.Option(), lease)
 	a := newAdmin(t, srv.Option())
-	name := uniqueName(t)
-	l := lock(t, c, name)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, name)
 
-	n, err := a.Inspect(ctxTimeout(t, bound), name)
+	n, err := a.Inspect(locktest.CtxTimeout(t, locktest.Bound), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestInspectHeld(t *testing.T) {
 		t.Errorf("Inspect = %+v, want held", n)
 	}
 	if n.Token != l.Token() || n.Token != n.Fence<<10 {
-		t.Errorf("Token %d, Fence %d; the lock's token is %d", n.Token, n.Fence, l.Token())
+		t.Errorf("Token %d, Fence %d; the locktest.Lock's token is %d", n.Token, n.Fence, l.Token())
 	}
 	if !strings.HasSuffix(n.Owner, ":"+uitoa(n.Fence)) || len(n.Member()) < 34 {
 		t.Errorf("Owner %q, Member %q: want <32 hex>-<n>:<fence>", n.Owner, n.Member())
@@ -78,7 +79,7 @@ func TestInspectHeld(t *testing.T) {
 		t.Errorf("queue %d %v, want empty", n.QueueLen, n.Queue)
 	}
 	// Client.Admin shares the client's connections and reads the same.
-	n2, err := c.Admin().Inspect(ctxTimeout(t, bound), name)
+	n2, err := c.Admin().Inspect(locktest.CtxTimeout(t, locktest.Bound), name)
 	if err != nil || n2.Owner != n.Owner {
 		t.Errorf("Client.Admin().Inspect = %+v, %v; want owner %q", n2, err, n.Owner)
 	}
@@ -86,11 +87,11 @@ func TestInspectHeld(t *testing.T) {
 
 func TestInspectFree(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newBaton(t, srv.Option(), time.Second)
+	c := locktest.NewBaton(t, srv.Option(), time.Second)
 	a := newAdmin(t, srv.Option())
-	ctx := ctxTimeout(t, bound)
+	ctx := locktest.CtxTimeout(t, locktest.Bound)
 
-	never := uniqueName(t)
+	never := locktest.UniqueName(t)
 	n, err := a.Inspect(ctx, never)
 	if err != nil {
 		t.Fatal(err)
@@ -99,9 +100,9 @@ func TestInspectFree(t *testing.T) {
 		t.Errorf("Inspect of an unused name = %+v, want all zero", n)
 	}
 
-	name := uniqueName(t)
-	l := lock(t, c, name)
-	unlock(t, l)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, name)
+	locktest.Unlock(t, l)
 	n, err = a.Inspect(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -110,23 +111,23 @@ func TestInspectFree(t *testing.T) {
 		t.Errorf("Inspect after Unlock = %+v, want a marker", n)
 	}
 	if n.Token != l.Token() {
-		t.Errorf("marker Token %d, want the last lock's %d", n.Token, l.Token())
+		t.Errorf("marker Token %d, want the last locktest.Lock's %d", n.Token, l.Token())
 	}
 }
 
 func TestInspectQueued(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 2 * time.Second
-	holder := newBaton(t, srv.Option(), lease)
-	waiter := newBaton(t, srv.Option(), lease)
+	holder := locktest.NewBaton(t, srv.Option(), lease)
+	waiter := locktest.NewBaton(t, srv.Option(), lease)
 	a := newAdmin(t, srv.Option())
-	name := uniqueName(t)
-	l := lock(t, holder, name)
-	got := lockAsync(t, waiter, name)
-	waitQueued(t, srv.Option(), name, 1)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, holder, name)
+	got := locktest.LockAsync(t, waiter, name)
+	locktest.WaitQueued(t, srv.Option(), name, 1)
 
 	before := time.Now()
-	n, err := a.Inspect(ctxTimeout(t, bound), name)
+	n, err := a.Inspect(locktest.CtxTimeout(t, locktest.Bound), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +145,8 @@ func TestInspectQueued(t *testing.T) {
 	if e.Deadline.Before(before) || e.Deadline.After(before.Add(2*lease+time.Second)) {
 		t.Errorf("Deadline %v, want within %v of %v", e.Deadline, 2*lease, before)
 	}
-	unlock(t, l)
-	w := await(t, got, bound, "waiter")
+	locktest.Unlock(t, l)
+	w := locktest.Await(t, got, locktest.Bound, "waiter")
 	if w.Token() <= l.Token() {
 		t.Errorf("waiter's token %d not above the holder's %d", w.Token(), l.Token())
 	}
@@ -154,7 +155,7 @@ func TestInspectQueued(t *testing.T) {
 func TestInspectForeign(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newAdmin(t, srv.Option())
-	ctx := ctxTimeout(t, bound)
+	ctx := locktest.CtxTimeout(t, locktest.Bound)
 	for _, tc := range []struct {
 		cmd   []string
 		value string
@@ -165,7 +166,7 @@ func TestInspectForeign(t *testing.T) {
 		{[]string{"SET", "", strings.Repeat("a", 300)}, strings.Repeat("a", 256) + "..."},
 		{[]string{"HSET", "", "f", "v"}, "<hash>"},
 	} {
-		name := uniqueName(t)
+		name := locktest.UniqueName(t)
 		tc.cmd[1] = "baton:{" + name + "}"
 		if err := srv.Do(t, tc.cmd...).Error(); err != nil {
 			t.Fatal(err)

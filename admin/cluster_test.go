@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
 )
@@ -18,13 +19,13 @@ func TestCluster(t *testing.T) {
 	opt := cl.Option()
 
 	t.Run("List", func(t *testing.T) {
-		c := newBaton(t, opt, 2*time.Second)
+		c := locktest.NewBaton(t, opt, 2*time.Second)
 		a := newAdmin(t, opt)
 		const n = 60
 		for i := range n {
-			unlock(t, lock(t, c, fmt.Sprintf("spread-%d", i)))
+			locktest.Unlock(t, locktest.Lock(t, c, fmt.Sprintf("spread-%d", i)))
 		}
-		held := lock(t, c, "spread-held")
+		held := locktest.Lock(t, c, "spread-held")
 		for _, node := range cl.Nodes[:3] {
 			if keys, err := node.Do(t, "DBSIZE").AsInt64(); err != nil || keys == 0 {
 				t.Fatalf("primary %s holds %d keys (%v): the names do not spread", node.Addr(), keys, err)
@@ -68,12 +69,12 @@ func (w withReplicas) Nodes() map[string]rueidis.Client {
 func TestClusterReplicas(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 1)
 	opt := cl.Option()
-	c := newBaton(t, opt, 2*time.Second)
+	c := locktest.NewBaton(t, opt, 2*time.Second)
 	const n = 30
 	for i := range n {
-		unlock(t, lock(t, c, fmt.Sprintf("r-%d", i)))
+		locktest.Unlock(t, locktest.Lock(t, c, fmt.Sprintf("r-%d", i)))
 	}
-	rc := withReplicas{Client: newRueidis(t, opt), replicas: map[string]rueidis.Client{}}
+	rc := withReplicas{Client: locktest.NewRueidis(t, opt), replicas: map[string]rueidis.Client{}}
 	for _, node := range cl.Nodes[:3] {
 		// The replicas have every key, so listing them too would show
 		// duplicates.
@@ -82,7 +83,7 @@ func TestClusterReplicas(t *testing.T) {
 		}
 	}
 	for _, node := range cl.Nodes[3:] {
-		rc.replicas[node.Addr()] = newRueidis(t, rueidis.ClientOption{InitAddress: []string{node.Addr()}, ForceSingleClient: true})
+		rc.replicas[node.Addr()] = locktest.NewRueidis(t, rueidis.ClientOption{InitAddress: []string{node.Addr()}, ForceSingleClient: true})
 	}
 	if got := len(rc.Nodes()); got != 6 {
 		t.Fatalf("Nodes: %d nodes, want 6", got)

@@ -8,25 +8,26 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
 )
 
-// forceWithWaiter force-releases a lock held by one client while another
+// forceWithWaiter force-releases a locktest.Lock held by one client while another
 // waits for it, on the deployment opt reaches, and checks that the waiter
 // gets it at once with a higher token and the holder learns of its loss
 // within a third of its lease (plus margin).
 func forceWithWaiter(t *testing.T, opt rueidis.ClientOption) {
 	const lease = 1500 * time.Millisecond
-	holder := newBaton(t, opt, lease)
-	waiter := newBaton(t, opt, lease)
+	holder := locktest.NewBaton(t, opt, lease)
+	waiter := locktest.NewBaton(t, opt, lease)
 	a := newAdmin(t, opt)
-	name := uniqueName(t)
-	l := lock(t, holder, name)
-	got := lockAsync(t, waiter, name)
-	waitQueued(t, opt, name, 1)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, holder, name)
+	got := locktest.LockAsync(t, waiter, name)
+	locktest.WaitQueued(t, opt, name, 1)
 
-	r, err := a.ForceRelease(ctxTimeout(t, bound), name)
+	r, err := a.ForceRelease(locktest.CtxTimeout(t, locktest.Bound), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,19 +38,19 @@ func forceWithWaiter(t *testing.T, opt rueidis.ClientOption) {
 		t.Errorf("ForceRelease = %+v: want another grantee and a higher fence", r)
 	}
 	// The grant message wakes the waiter: no lease needs to run out.
-	w := await(t, got, lease, "waiter")
+	w := locktest.Await(t, got, lease, "waiter")
 	if w.Token() != r.Token() || w.Token() <= l.Token() {
 		t.Errorf("waiter's token %d, want %d, above the holder's %d", w.Token(), r.Token(), l.Token())
 	}
-	waitDone(t, l, lease/3+time.Second, "evicted holder")
+	locktest.WaitDone(t, l, lease/3+time.Second, "evicted holder")
 	if err := l.Err(); !errors.Is(err, baton.ErrLockLost) {
 		t.Errorf("evicted holder's Err = %v, want ErrLockLost", err)
 	}
-	n, err := a.Inspect(ctxTimeout(t, bound), name)
+	n, err := a.Inspect(locktest.CtxTimeout(t, locktest.Bound), name)
 	if err != nil || !n.Held || n.Token != w.Token() || n.QueueLen != 0 {
 		t.Errorf("after: %+v, %v; want held by the waiter, nobody queued", n, err)
 	}
-	unlock(t, w)
+	locktest.Unlock(t, w)
 }
 
 func TestForceReleaseGrants(t *testing.T) {
@@ -60,12 +61,12 @@ func TestForceReleaseGrants(t *testing.T) {
 func TestForceReleaseFrees(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 1500 * time.Millisecond
-	c := newBaton(t, srv.Option(), lease)
+	c := locktest.NewBaton(t, srv.Option(), lease)
 	a := newAdmin(t, srv.Option())
-	name := uniqueName(t)
-	l := lock(t, c, name)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, name)
 
-	r, err := a.ForceRelease(ctxTimeout(t, bound), name)
+	r, err := a.ForceRelease(locktest.CtxTimeout(t, locktest.Bound), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +77,13 @@ func TestForceReleaseFrees(t *testing.T) {
 	if v != "~"+uitoa(r.Fence) {
 		t.Errorf("key holds %q, want the marker ~%d", v, r.Fence)
 	}
-	waitDone(t, l, lease/3+time.Second, "evicted holder")
+	locktest.WaitDone(t, l, lease/3+time.Second, "evicted holder")
 	// Tokens keep rising after a forced release.
-	l2 := lock(t, c, name)
+	l2 := locktest.Lock(t, c, name)
 	if l2.Token() <= l.Token() {
 		t.Errorf("next token %d not above the evicted %d", l2.Token(), l.Token())
 	}
-	unlock(t, l2)
+	locktest.Unlock(t, l2)
 }
 
 // TestForceReleaseHolderQueued: the evicted holder's own session, queued
@@ -90,39 +91,39 @@ func TestForceReleaseFrees(t *testing.T) {
 func TestForceReleaseHolderQueued(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 1500 * time.Millisecond
-	c := newBaton(t, srv.Option(), lease)
+	c := locktest.NewBaton(t, srv.Option(), lease)
 	s, err := c.NewSession(baton.SessionOptions{LeaseTTL: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := newAdmin(t, srv.Option())
-	name := uniqueName(t)
-	l := lock(t, c, name)
-	got := make(chan lockResult, 1)
-	ctx := ctxTimeout(t, bound)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, name)
+	got := make(chan locktest.Result, 1)
+	ctx := locktest.CtxTimeout(t, locktest.Bound)
 	go func() { // ends at the latest when c closes
 		l, err := s.Lock(ctx, name)
-		got <- lockResult{l, err}
+		got <- locktest.Result{L: l, Err: err}
 	}()
-	waitQueued(t, srv.Option(), name, 1)
-	r, err := a.ForceRelease(ctxTimeout(t, bound), name)
+	locktest.WaitQueued(t, srv.Option(), name, 1)
+	r, err := a.ForceRelease(locktest.CtxTimeout(t, locktest.Bound), name)
 	if err != nil || r.Action != admin.ActionGranted {
 		t.Fatalf("ForceRelease = %+v, %v; want granted", r, err)
 	}
-	w := await(t, got, lease, "second session")
+	w := locktest.Await(t, got, lease, "second session")
 	if w.Token() != r.Token() {
 		t.Errorf("second session's token %d, want %d", w.Token(), r.Token())
 	}
-	waitDone(t, l, lease/3+time.Second, "evicted holder")
+	locktest.WaitDone(t, l, lease/3+time.Second, "evicted holder")
 }
 
 func TestForceReleaseFree(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newBaton(t, srv.Option(), time.Second)
+	c := locktest.NewBaton(t, srv.Option(), time.Second)
 	a := newAdmin(t, srv.Option())
-	ctx := ctxTimeout(t, bound)
+	ctx := locktest.CtxTimeout(t, locktest.Bound)
 
-	never := uniqueName(t)
+	never := locktest.UniqueName(t)
 	r, err := a.ForceRelease(ctx, never)
 	if err != nil || r.Action != admin.ActionNone || r.Was.Held || r.Fence != 0 {
 		t.Errorf("ForceRelease of an unused name = %+v, %v; want none", r, err)
@@ -131,9 +132,9 @@ func TestForceReleaseFree(t *testing.T) {
 		t.Errorf("EXISTS after ForceRelease of an unused name: %d, %v; want 0", n, err)
 	}
 
-	name := uniqueName(t)
-	l := lock(t, c, name)
-	unlock(t, l)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, name)
+	locktest.Unlock(t, l)
 	key := "baton:{" + name + "}"
 	before, _ := srv.Do(t, "GET", key).ToString()
 	r, err = a.ForceRelease(ctx, name)
@@ -157,10 +158,10 @@ func TestForceReleaseForeign(t *testing.T) {
 		{[]string{"SET", "hello"}, "hello", []string{"GET"}, "hello"},
 		{[]string{"HSET", "f", "v"}, "<hash>", []string{"HGET", "f"}, "v"},
 	} {
-		name := uniqueName(t)
+		name := locktest.UniqueName(t)
 		key := "baton:{" + name + "}"
 		srv.Do(t, append([]string{tc.set[0], key}, tc.set[1:]...)...)
-		r, err := a.ForceRelease(ctxTimeout(t, bound), name)
+		r, err := a.ForceRelease(locktest.CtxTimeout(t, locktest.Bound), name)
 		if !errors.Is(err, admin.ErrForeignValue) {
 			t.Fatalf("%s: ForceRelease: %v, want ErrForeignValue", tc.set[0], err)
 		}
@@ -175,10 +176,10 @@ func TestForceReleaseForeign(t *testing.T) {
 		}
 	}
 	// Not even the TTL changes.
-	name := uniqueName(t)
+	name := locktest.UniqueName(t)
 	key := "baton:{" + name + "}"
 	srv.Do(t, "SET", key, "hello", "PX", "60000")
-	if _, err := a.ForceRelease(ctxTimeout(t, bound), name); !errors.Is(err, admin.ErrForeignValue) {
+	if _, err := a.ForceRelease(locktest.CtxTimeout(t, locktest.Bound), name); !errors.Is(err, admin.ErrForeignValue) {
 		t.Fatalf("ForceRelease: %v, want ErrForeignValue", err)
 	}
 	if ttl, _ := srv.Do(t, "PTTL", key).AsInt64(); ttl <= 0 || ttl > 60000 {

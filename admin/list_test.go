@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -17,7 +18,7 @@ import (
 // and how many calls it took. It fails the test on a name listed twice.
 func listAll(t testing.TB, a *admin.Admin, match string) (map[string]admin.Name, int) {
 	t.Helper()
-	ctx := ctxTimeout(t, bound)
+	ctx := locktest.CtxTimeout(t, locktest.Bound)
 	all := map[string]admin.Name{}
 	calls := 0
 	for cursor := ""; ; {
@@ -44,17 +45,17 @@ func listAll(t testing.TB, a *admin.Admin, match string) (map[string]admin.Name,
 func TestListStates(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 2 * time.Second
-	c1 := newBaton(t, srv.Option(), lease)
-	c2 := newBaton(t, srv.Option(), lease)
+	c1 := locktest.NewBaton(t, srv.Option(), lease)
+	c2 := locktest.NewBaton(t, srv.Option(), lease)
 	a := newAdmin(t, srv.Option())
 
-	held, queued, free, foreign := "held/"+uniqueName(t), "queued/"+uniqueName(t), "free/"+uniqueName(t), "foreign/"+uniqueName(t)
-	hl := lock(t, c1, held)
-	ql := lock(t, c1, queued)
-	got := lockAsync(t, c2, queued)
-	waitQueued(t, srv.Option(), queued, 1)
-	fl := lock(t, c1, free)
-	unlock(t, fl)
+	held, queued, free, foreign := "held/"+locktest.UniqueName(t), "queued/"+locktest.UniqueName(t), "free/"+locktest.UniqueName(t), "foreign/"+locktest.UniqueName(t)
+	hl := locktest.Lock(t, c1, held)
+	ql := locktest.Lock(t, c1, queued)
+	got := locktest.LockAsync(t, c2, queued)
+	locktest.WaitQueued(t, srv.Option(), queued, 1)
+	fl := locktest.Lock(t, c1, free)
+	locktest.Unlock(t, fl)
 	srv.Do(t, "SET", "baton:{"+foreign+"}", "hello")
 	srv.Do(t, "SET", "other:{x}", "not under the prefix")
 
@@ -74,16 +75,16 @@ func TestListStates(t *testing.T) {
 	if n := all[foreign]; !n.Foreign || n.Value != "hello" {
 		t.Errorf("foreign: %+v, want foreign \"hello\"", n)
 	}
-	unlock(t, ql)
-	await(t, got, bound, "waiter")
+	locktest.Unlock(t, ql)
+	locktest.Await(t, got, locktest.Bound, "waiter")
 }
 
 func TestListMatch(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newBaton(t, srv.Option(), time.Second)
+	c := locktest.NewBaton(t, srv.Option(), time.Second)
 	a := newAdmin(t, srv.Option())
 	for _, name := range []string{"jobs/1", "jobs/2", "jobs/x/3", "jobsy", "mail/1", "a}b", "a", "[x]"} {
-		unlock(t, lock(t, c, name))
+		locktest.Unlock(t, locktest.Lock(t, c, name))
 	}
 	for _, tc := range []struct {
 		match string
@@ -108,11 +109,11 @@ func TestListMatch(t *testing.T) {
 
 func TestListPaging(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newBaton(t, srv.Option(), time.Second)
+	c := locktest.NewBaton(t, srv.Option(), time.Second)
 	a := newAdmin(t, srv.Option())
 	const n = 700 // with three keys each at most: several SCAN pages of 200
 	for i := range n {
-		unlock(t, lock(t, c, fmt.Sprintf("page-%d", i)))
+		locktest.Unlock(t, locktest.Lock(t, c, fmt.Sprintf("page-%d", i)))
 	}
 	all, calls := listAll(t, a, "page-*")
 	if len(all) != n {
@@ -128,12 +129,12 @@ func TestListPaging(t *testing.T) {
 	}
 }
 
-// TestListQueueOnly lists a name whose lock key is gone while a session
+// TestListQueueOnly lists a name whose locktest.Lock key is gone while a session
 // still waits for it (its holder crashed, or the key was deleted).
 func TestListQueueOnly(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newAdmin(t, srv.Option())
-	name := uniqueName(t)
+	name := locktest.UniqueName(t)
 	member := "0123456789abcdef0123456789abcdef-1"
 	deadline := time.Now().Add(time.Minute).UnixMilli()
 	srv.Do(t, "RPUSH", "baton:{"+name+"}:q", member)
@@ -147,7 +148,7 @@ func TestListQueueOnly(t *testing.T) {
 	if n.Held || n.Marker || n.QueueLen != 1 {
 		t.Errorf("queue-only name: %+v, want free with one queued", n)
 	}
-	in, err := a.Inspect(ctxTimeout(t, bound), name)
+	in, err := a.Inspect(locktest.CtxTimeout(t, locktest.Bound), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestListQueueOnly(t *testing.T) {
 func TestListInvalid(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newAdmin(t, srv.Option())
-	ctx := ctxTimeout(t, bound)
+	ctx := locktest.CtxTimeout(t, locktest.Bound)
 	for _, match := range []string{"[abc", `abc\`, "x[^"} {
 		if _, _, err := a.List(ctx, match, ""); !errors.Is(err, admin.ErrInvalidPattern) {
 			t.Errorf("List(%q): %v, want ErrInvalidPattern", match, err)

@@ -8,32 +8,33 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
 )
 
-// forceWithWaiter runs `baton release -force` on a lock held by one client
+// forceWithWaiter runs `baton release -force` on a locktest.Lock held by one client
 // while another waits for it: the waiter gets it at once with a higher
 // token, and the holder learns of its loss within a third of its lease
 // (plus margin).
 func forceWithWaiter(t *testing.T, opt rueidis.ClientOption, addr string) {
 	const lease = 1500 * time.Millisecond
-	holder := newBaton(t, opt, lease)
-	waiter := newBaton(t, opt, lease)
-	rc := newRueidis(t, opt)
-	name := uniqueName(t)
-	l := lock(t, holder, name)
+	holder := locktest.NewBaton(t, opt, lease)
+	waiter := locktest.NewBaton(t, opt, lease)
+	rc := locktest.NewRueidis(t, opt)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, holder, name)
 	owner := get(t, rc, lockKey(name))
-	got := lockAsync(t, waiter, name)
-	waitQueued(t, opt, name, 1)
+	got := locktest.LockAsync(t, waiter, name)
+	locktest.WaitQueued(t, opt, name, 1)
 
 	r := runBaton(t, "-addr", addr, "release", "-force", name)
 	released := time.Now()
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0: %s", r.code, r.stderr)
 	}
-	w := await(t, got, lease, "waiter")
-	t.Logf("waiter got the lock %v after the command exited", time.Since(released))
+	w := locktest.Await(t, got, lease, "waiter")
+	t.Logf("waiter got the locktest.Lock %v after the command exited", time.Since(released))
 	if w.Token() <= l.Token() {
 		t.Errorf("waiter's token %d not above the evicted holder's %d", w.Token(), l.Token())
 	}
@@ -46,12 +47,12 @@ func forceWithWaiter(t *testing.T, opt rueidis.ClientOption, addr string) {
 			t.Errorf("stdout %q does not say %q", r.stdout, want)
 		}
 	}
-	waitDone(t, l, lease/3+time.Second, "evicted holder")
-	t.Logf("holder lost the lock %v after the command exited", time.Since(released))
+	locktest.WaitDone(t, l, lease/3+time.Second, "evicted holder")
+	t.Logf("holder lost the locktest.Lock %v after the command exited", time.Since(released))
 	if err := l.Err(); !errors.Is(err, baton.ErrLockLost) {
 		t.Errorf("evicted holder's Err = %v, want ErrLockLost", err)
 	}
-	unlock(t, w)
+	locktest.Unlock(t, w)
 }
 
 func TestReleaseForceWithWaiter(t *testing.T) {
@@ -62,9 +63,9 @@ func TestReleaseForceWithWaiter(t *testing.T) {
 func TestReleaseForceNoWaiter(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 1500 * time.Millisecond
-	c := newBaton(t, srv.Option(), lease)
-	name := uniqueName(t)
-	l := lock(t, c, name)
+	c := locktest.NewBaton(t, srv.Option(), lease)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, name)
 	r := runBaton(t, "-addr", srv.Addr(), "release", "-force", name)
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0", r.code)
@@ -73,24 +74,24 @@ func TestReleaseForceNoWaiter(t *testing.T) {
 	if !strings.Contains(r.stdout, want) {
 		t.Errorf("stdout %q does not say %q", r.stdout, want)
 	}
-	if v := get(t, newRueidis(t, srv.Option()), lockKey(name)); !strings.HasPrefix(v, "~") {
+	if v := get(t, locktest.NewRueidis(t, srv.Option()), lockKey(name)); !strings.HasPrefix(v, "~") {
 		t.Errorf("key holds %q, want a released marker", v)
 	}
-	waitDone(t, l, lease/3+time.Second, "evicted holder")
-	if l2 := lock(t, c, name); l2.Token() <= l.Token() {
+	locktest.WaitDone(t, l, lease/3+time.Second, "evicted holder")
+	if l2 := locktest.Lock(t, c, name); l2.Token() <= l.Token() {
 		t.Errorf("next token %d not above the evicted %d", l2.Token(), l.Token())
 	}
 }
 
 func TestReleaseForceFree(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newBaton(t, srv.Option(), time.Second)
-	rc := newRueidis(t, srv.Option())
-	released := uniqueName(t)
-	l := lock(t, c, released)
-	unlock(t, l)
+	c := locktest.NewBaton(t, srv.Option(), time.Second)
+	rc := locktest.NewRueidis(t, srv.Option())
+	released := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, released)
+	locktest.Unlock(t, l)
 	for _, tc := range []struct{ name, says string }{
-		{uniqueName(t), "(no key): nothing changed"},
+		{locktest.UniqueName(t), "(no key): nothing changed"},
 		{released, fmt.Sprintf("(released marker, last token %d): nothing changed", l.Token())},
 	} {
 		before := get(t, rc, lockKey(tc.name))
@@ -106,8 +107,8 @@ func TestReleaseForceFree(t *testing.T) {
 
 func TestReleaseForceForeign(t *testing.T) {
 	srv := redistest.Start(t)
-	rc := newRueidis(t, srv.Option())
-	name := uniqueName(t)
+	rc := locktest.NewRueidis(t, srv.Option())
+	name := locktest.UniqueName(t)
 	srv.Do(t, "SET", lockKey(name), "hello")
 	r := runBaton(t, "-addr", srv.Addr(), "release", "-force", name)
 	if r.code != 1 {
@@ -126,10 +127,10 @@ func TestReleaseForceForeign(t *testing.T) {
 
 func TestReleaseWithoutForce(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newBaton(t, srv.Option(), time.Second)
-	rc := newRueidis(t, srv.Option())
-	name := uniqueName(t)
-	l := lock(t, c, name)
+	c := locktest.NewBaton(t, srv.Option(), time.Second)
+	rc := locktest.NewRueidis(t, srv.Option())
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, name)
 	before := get(t, rc, lockKey(name))
 	for _, args := range [][]string{{"release", name}, {"release", "-force=false", name}} {
 		r := runBaton(t, append([]string{"-addr", srv.Addr()}, args...)...)
@@ -148,5 +149,5 @@ func TestReleaseWithoutForce(t *testing.T) {
 	if err := l.Err(); err != nil {
 		t.Errorf("holder's Err = %v, want nil", err)
 	}
-	unlock(t, l)
+	locktest.Unlock(t, l)
 }

@@ -12,20 +12,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
 func TestLs(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 2 * time.Second
-	c1 := newBaton(t, srv.Option(), lease)
-	c2 := newBaton(t, srv.Option(), lease)
+	c1 := locktest.NewBaton(t, srv.Option(), lease)
+	c2 := locktest.NewBaton(t, srv.Option(), lease)
 	held, free, foreign := "jobs/held", "jobs/free", "other/foreign"
-	hl := lock(t, c1, held)
-	got := lockAsync(t, c2, held)
-	waitQueued(t, srv.Option(), held, 1)
-	fl := lock(t, c1, free)
-	unlock(t, fl)
+	hl := locktest.Lock(t, c1, held)
+	got := locktest.LockAsync(t, c2, held)
+	locktest.WaitQueued(t, srv.Option(), held, 1)
+	fl := locktest.Lock(t, c1, free)
+	locktest.Unlock(t, fl)
 	srv.Do(t, "SET", lockKey(foreign), "hello")
 
 	r := runBaton(t, "-addr", srv.Addr(), "ls")
@@ -56,22 +57,22 @@ func TestLs(t *testing.T) {
 	if rows := lsRows(t, r.stdout); r.code != 0 || len(rows) != 0 {
 		t.Errorf("ls under another prefix: exit %d, %d names; want none", r.code, len(rows))
 	}
-	unlock(t, hl)
-	unlock(t, await(t, got, bound, "waiter"))
+	locktest.Unlock(t, hl)
+	locktest.Unlock(t, locktest.Await(t, got, locktest.Bound, "waiter"))
 }
 
 func TestShow(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 2 * time.Second
-	c1 := newBaton(t, srv.Option(), lease)
-	c2 := newBaton(t, srv.Option(), lease)
-	rc := newRueidis(t, srv.Option())
-	name := uniqueName(t)
-	l := lock(t, c1, name)
+	c1 := locktest.NewBaton(t, srv.Option(), lease)
+	c2 := locktest.NewBaton(t, srv.Option(), lease)
+	rc := locktest.NewRueidis(t, srv.Option())
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c1, name)
 	owner := get(t, rc, lockKey(name))
-	got := lockAsync(t, c2, name)
-	waitQueued(t, srv.Option(), name, 1)
-	queued, err := rc.Do(ctxTimeout(t, bound), rc.B().Lindex().Key(lockKey(name)+":q").Index(0).Build()).ToString()
+	got := locktest.LockAsync(t, c2, name)
+	locktest.WaitQueued(t, srv.Option(), name, 1)
+	queued, err := rc.Do(locktest.CtxTimeout(t, locktest.Bound), rc.B().Lindex().Key(lockKey(name)+":q").Index(0).Build()).ToString()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +92,9 @@ func TestShow(t *testing.T) {
 	} {
 		matchRe(t, "show held", r.stdout, re)
 	}
-	unlock(t, l)
-	w := await(t, got, bound, "waiter")
-	unlock(t, w)
+	locktest.Unlock(t, l)
+	w := locktest.Await(t, got, locktest.Bound, "waiter")
+	locktest.Unlock(t, w)
 
 	r = runBaton(t, "-addr", srv.Addr(), "show", name)
 	matchRe(t, "show released", r.stdout, `(?m)^state: +free \(released marker\)$`)
@@ -159,7 +160,7 @@ func TestUnreachable(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, addr) || !strings.Contains(r.stderr, "connection refused") {
 			t.Errorf("%q: exit %d, stderr %q; want 1 naming %s and the cause", verb, r.code, r.stderr, addr)
 		}
-		if d := time.Since(start); d > bound {
+		if d := time.Since(start); d > locktest.Bound {
 			t.Errorf("%q took %v", verb, d)
 		}
 	}
@@ -168,9 +169,9 @@ func TestUnreachable(t *testing.T) {
 func TestSentinel(t *testing.T) {
 	primary := redistest.Start(t)
 	s := redistest.StartSentinels(t, primary, 1)
-	c := newBaton(t, primary.Option(), time.Second)
-	name := uniqueName(t)
-	l := lock(t, c, name)
+	c := locktest.NewBaton(t, primary.Option(), time.Second)
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, name)
 	r := runBaton(t, "-addr", s.Nodes[0].Addr(), "-sentinel-master", s.MasterName, "ls")
 	if row := lsRows(t, r.stdout)[name]; r.code != 0 || row == nil || row[1] != "held" || row[2] != strconv.FormatUint(l.Token(), 10) {
 		t.Errorf("ls through the sentinel: exit %d, %q; want %s held with token %d", r.code, row, name, l.Token())
@@ -183,10 +184,10 @@ func TestCluster(t *testing.T) {
 	addrs := strings.Join(cl.Addrs(), ",")
 
 	t.Run("ls", func(t *testing.T) {
-		c := newBaton(t, opt, 2*time.Second)
+		c := locktest.NewBaton(t, opt, 2*time.Second)
 		const n = 30
 		for i := range n {
-			unlock(t, lock(t, c, fmt.Sprintf("spread-%d", i)))
+			locktest.Unlock(t, locktest.Lock(t, c, fmt.Sprintf("spread-%d", i)))
 		}
 		for _, node := range cl.Nodes[:3] {
 			if keys, err := node.Do(t, "DBSIZE").AsInt64(); err != nil || keys == 0 {
