@@ -3,6 +3,8 @@ package baton
 import (
 	"fmt"
 	"time"
+
+	"github.com/batonlock/baton/internal/keyspace"
 )
 
 // The holding side of the name machine (name.go): a hold, its local
@@ -257,7 +259,7 @@ func (n *name) end(l *Lock, err error, e *effects) {
 
 // tokenShift makes room in a fencing token for the local hand-offs of one
 // Redis fence (CohortLimit is at most 1024).
-const tokenShift = 10
+const tokenShift = keyspace.TokenShift
 
 // cohortWindow bounds how long a session keeps passing a lock among its
 // own goroutines before Redis may grant it to another session.

@@ -3,10 +3,12 @@ package baton
 import (
 	"fmt"
 	"strings"
+
+	"github.com/batonlock/baton/internal/keyspace"
 )
 
 // MaxNameLen is the longest lock name accepted, in bytes.
-const MaxNameLen = 4096
+const MaxNameLen = keyspace.MaxNameLen
 
 // keys are the Redis keys of one lock name. They all begin with
 // "<prefix>:{<name>}", so they share a hash slot on Redis Cluster.
@@ -18,8 +20,8 @@ type keys struct {
 }
 
 func newKeys(prefix, name string) keys {
-	q := prefix + ":{" + name + "}:q"
-	k := keys{lock: q[:len(q)-2], queue: q}
+	k := keys{lock: keyspace.LockKey(prefix, name)}
+	k.queue = k.lock + ":q"
 	k.dead = k.lock + ":d"
 	k.all = [3]string{k.lock, k.queue, k.dead}
 	return k
@@ -59,34 +61,23 @@ func electChannel(prefix, name string) string { return prefix + ":e:{" + name + 
 
 // grantChannel is a name's shard channel on Redis Cluster, in the slot of
 // its keys.
-func grantChannel(prefix, name string) string { return prefix + ":g:{" + name + "}" }
+func grantChannel(prefix, name string) string { return keyspace.GrantChannel(prefix, name) }
 
 // semGrantChannel is a semaphore's shard channel on Redis Cluster: one per
 // name, which every permit slot of a session listens on through one
 // subscription.
 func semGrantChannel(prefix, name string) string { return prefix + ":g:s:{" + name + "}" }
 
-// checkName rejects names that cannot be locked safely. A name beginning
-// with "}" would make the hash tag empty, and Redis Cluster would then
-// scatter the name's keys over several slots.
+// checkName rejects names that cannot be locked safely (see
+// keyspace.CheckName).
 func checkName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidName)
-	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidName, len(name), MaxNameLen)
-	case name[0] == '}':
-		return fmt.Errorf("%w: %q begins with '}'", ErrInvalidName, truncate(name))
+	if why := keyspace.CheckName(name); why != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidName, why)
 	}
 	return nil
 }
 
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
+func truncate(s string) string { return keyspace.Truncate(s) }
 
 // nameOfLockKey returns the lock name of a lock key, or false for any other
 // key (companion keys end in "}:x").

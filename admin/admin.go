@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/internal/keyspace"
 	"github.com/redis/rueidis"
 )
 
@@ -37,11 +38,8 @@ const (
 	// defaultPrefix is baton.DefaultKeyPrefix (baton imports this package,
 	// so it cannot be imported here).
 	defaultPrefix = "baton"
-	// maxNameLen is baton.MaxNameLen.
-	maxNameLen = 4096
-	// tokenShift is the room a Lock's token leaves for local hand-offs
-	// (baton's hold.go): Token = Fence<<tokenShift + hand-offs.
-	tokenShift = 10
+	// tokenShift: Token = Fence<<tokenShift + hand-offs.
+	tokenShift = keyspace.TokenShift
 )
 
 // Admin reads and repairs the keys of one key prefix. It is safe for
@@ -115,7 +113,7 @@ type keys struct {
 }
 
 func (a *Admin) keys(name string) keys {
-	k := a.prefix + ":{" + name + "}"
+	k := keyspace.LockKey(a.prefix, name)
 	return keys{lock: k, queue: k + ":q", dead: k + ":d"}
 }
 
@@ -127,32 +125,21 @@ func (k keys) list() []string { return []string{k.lock, k.queue, k.dead} }
 // grantee's client channel.
 func (a *Admin) via(name string) string {
 	if a.rc.Mode() == rueidis.ClientModeCluster {
-		return "S:" + a.prefix + ":g:{" + name + "}"
+		return "S:" + keyspace.GrantChannel(a.prefix, name)
 	}
 	return "C:" + a.prefix
 }
 
-// checkName mirrors baton's: a name beginning with "}" would make the hash
-// tag empty and scatter the name's keys over slots, so baton refuses it and
-// it has no keys to inspect.
+// checkName refuses the names baton refuses (keyspace.CheckName): they
+// have no keys to inspect.
 func checkName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidName)
-	case len(name) > maxNameLen:
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidName, len(name), maxNameLen)
-	case name[0] == '}':
-		return fmt.Errorf("%w: %q begins with '}'", ErrInvalidName, truncate(name))
+	if why := keyspace.CheckName(name); why != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidName, why)
 	}
 	return nil
 }
 
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
+func truncate(s string) string { return keyspace.Truncate(s) }
 
 // setValue fills n from the lock key's value v (exists false: no key) as
 // common.lua's parse reads it: "~<fence>" is a marker, "<hex>-<n>:<fence>"

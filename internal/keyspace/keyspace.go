@@ -1,0 +1,47 @@
+// Package keyspace is the layout of baton's keys and names, shared by the
+// library and package admin (which baton imports, so it cannot import
+// baton): where a name's keys are, which names are valid, and how a fence
+// becomes a Lock's token.
+package keyspace
+
+import "fmt"
+
+// MaxNameLen is the longest name accepted, in bytes.
+const MaxNameLen = 4096
+
+// TokenShift makes room in a fencing token for the local hand-offs of one
+// Redis fence: a Lock's Token is fence<<TokenShift plus its hand-offs
+// (CohortLimit is at most 1024).
+const TokenShift = 10
+
+// LockKey is the lock key of name, "<prefix>:{<name>}"; its companions add
+// ":q" (the queue of waiting sessions) and ":d" (their deadlines). They
+// share the name's hash tag, so one slot on Redis Cluster.
+func LockKey(prefix, name string) string { return prefix + ":{" + name + "}" }
+
+// GrantChannel is a lock name's shard channel on Redis Cluster, in the
+// slot of its keys.
+func GrantChannel(prefix, name string) string { return prefix + ":g:{" + name + "}" }
+
+// CheckName says why name cannot be locked safely, or "" when it can. A
+// name beginning with "}" would make the hash tag empty, and Redis
+// Cluster would then scatter the name's keys over several slots.
+func CheckName(name string) string {
+	switch {
+	case name == "":
+		return "empty"
+	case len(name) > MaxNameLen:
+		return fmt.Sprintf("%d bytes, more than %d", len(name), MaxNameLen)
+	case name[0] == '}':
+		return fmt.Sprintf("%q begins with '}'", Truncate(name))
+	}
+	return ""
+}
+
+// Truncate shortens s for an error message.
+func Truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
