@@ -28,14 +28,32 @@ type keyState struct {
 // scan reads the keys of every name (one pipeline, retried: faults may
 // kill the connection).
 func (r *wrun) scan(ctx context.Context) ([]keyState, error) {
-	var err error
+	return thrice("reading the lock keys", func() ([]keyState, error) { return r.scanOnce(ctx) })
+}
+
+// thrice calls f up to three times, until it succeeds.
+func thrice[T any](what string, f func() (T, error)) (T, error) {
+	var (
+		v   T
+		err error
+	)
 	for range 3 {
-		var st []keyState
-		if st, err = r.scanOnce(ctx); err == nil {
-			return st, nil
+		if v, err = f(); err == nil {
+			return v, nil
 		}
 	}
-	return nil, fmt.Errorf("reading the lock keys: %w", err)
+	return v, fmt.Errorf("%s: %w", what, err)
+}
+
+// serverMs reads a TIME reply as the server's clock in ms.
+func serverMs(res rueidis.RedisResult) (int64, error) {
+	tm, err := res.AsStrSlice()
+	if err != nil || len(tm) != 2 {
+		return 0, fmt.Errorf("TIME: %v", err)
+	}
+	sec, _ := strconv.ParseInt(tm[0], 10, 64)
+	usec, _ := strconv.ParseInt(tm[1], 10, 64)
+	return sec*1000 + usec/1000, nil
 }
 
 func (r *wrun) scanOnce(ctx context.Context) ([]keyState, error) {
@@ -49,13 +67,10 @@ func (r *wrun) scanOnce(ctx context.Context) ([]keyState, error) {
 			b.Lrange().Key(k+":q").Start(0).Stop(-1).Build(), b.Hgetall().Key(k+":d").Build())
 	}
 	res := r.rc.DoMulti(ctx, cmds...)
-	tm, err := res[0].AsStrSlice()
-	if err != nil || len(tm) != 2 {
-		return nil, fmt.Errorf("TIME: %v", err)
+	nowMs, err := serverMs(res[0])
+	if err != nil {
+		return nil, err
 	}
-	sec, _ := strconv.ParseInt(tm[0], 10, 64)
-	usec, _ := strconv.ParseInt(tm[1], 10, 64)
-	nowMs := sec*1000 + usec/1000
 	var out []keyState
 	for i, n := range r.names[:r.cfg.Names] {
 		rs := res[1+4*i : 5+4*i]

@@ -29,14 +29,7 @@ func (r *wrun) semScan(ctx context.Context) ([]semState, error) {
 	if len(r.cfg.Semaphores) == 0 {
 		return nil, nil
 	}
-	var err error
-	for range 3 {
-		var st []semState
-		if st, err = r.semScanOnce(ctx); err == nil {
-			return st, nil
-		}
-	}
-	return nil, fmt.Errorf("reading the semaphore keys: %w", err)
+	return thrice("reading the semaphore keys", func() ([]semState, error) { return r.semScanOnce(ctx) })
 }
 
 func (r *wrun) semScanOnce(ctx context.Context) ([]semState, error) {
@@ -50,13 +43,10 @@ func (r *wrun) semScanOnce(ctx context.Context) ([]semState, error) {
 		cmds = append(cmds, b.Hgetall().Key(k).Build(), b.Lrange().Key(k+":q").Start(0).Stop(-1).Build(), b.Hgetall().Key(k+":d").Build())
 	}
 	res := r.rc.DoMulti(ctx, cmds...)
-	tm, err := res[0].AsStrSlice()
-	if err != nil || len(tm) != 2 {
-		return nil, fmt.Errorf("TIME: %v", err)
+	nowMs, err := serverMs(res[0])
+	if err != nil {
+		return nil, err
 	}
-	sec, _ := strconv.ParseInt(tm[0], 10, 64)
-	usec, _ := strconv.ParseInt(tm[1], 10, 64)
-	nowMs := sec*1000 + usec/1000
 	var out []semState
 	for i := first; i < len(r.names); i++ {
 		rs := res[1+3*(i-first) : 4+3*(i-first)]
