@@ -10,14 +10,17 @@ import (
 	"github.com/batonlock/baton/internal/redistest"
 )
 
-// TestHolderCrash: a holder process is SIGKILLed while holding; a waiter
-// gets the lock within the lease plus a small margin.
-func TestHolderCrash(t *testing.T) {
-	srv := redistest.Start(t)
-	const lease = time.Second
-	name := uniqueName(t)
+// startHolder starts a child process (runChild) that takes name on srv
+// with lease (as a lock; with what "2" a permit of a semaphore of 2,
+// "elect" the leadership of that election) and returns once it holds it.
+func startHolder(t *testing.T, srv *redistest.Server, name string, lease time.Duration, what string) *exec.Cmd {
+	t.Helper()
+	spec := srv.Addr() + " " + name + " " + lease.String()
+	if what != "" {
+		spec += " " + what
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+srv.Addr()+" "+name+" "+lease.String())
+	cmd.Env = append(os.Environ(), childEnv+"="+spec)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +34,16 @@ func TestHolderCrash(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("child: %q %v", line, err)
 	}
+	return cmd
+}
+
+// TestHolderCrash: a holder process is SIGKILLed while holding; a waiter
+// gets the lock within the lease plus a small margin.
+func TestHolderCrash(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = time.Second
+	name := uniqueName(t)
+	cmd := startHolder(t, srv, name, lease, "")
 	b := newClient(t, srv, Options{})
 	qb := onQueue(b)
 	ctx := ctxTimeout(t, 10*time.Second)
@@ -65,21 +78,7 @@ func TestSemaphoreHolderCrash(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = time.Second
 	name := uniqueName(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+srv.Addr()+" "+name+" "+lease.String()+" 2")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "locked\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("child: %q %v", line, err)
-	}
+	cmd := startHolder(t, srv, name, lease, "2")
 	a := newClient(t, srv, Options{LeaseTTL: lease})
 	b := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 10*time.Second)

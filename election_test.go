@@ -1,11 +1,8 @@
 package baton
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -374,21 +371,7 @@ func TestElectionLeaderCrash(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = time.Second
 	name := uniqueName(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+srv.Addr()+" "+name+" "+lease.String()+" elect")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "locked\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("child: %q %v", line, err)
-	}
+	cmd := startHolder(t, srv, name, lease, "elect")
 	c := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 10*time.Second)
 	e, _ := c.Election(name)
