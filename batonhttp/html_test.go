@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -31,9 +32,9 @@ type htmlState struct {
 
 func newHTMLState(t *testing.T) htmlState {
 	t.Helper()
-	c := newClient(t, redistest.Start(t).Option(), 5*time.Second)
+	c := locktest.NewBaton(t, redistest.Start(t).Option(), 5*time.Second)
 	srv := newServer(t, c)
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := locktest.CtxTimeout(t, 30*time.Second)
 	l, err := c.Lock(ctx, hostileName)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package batonhttp
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,8 +13,8 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
-	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 )
 
@@ -34,17 +33,6 @@ func uniqueName(t testing.TB, what string) string {
 	return fmt.Sprintf("%s-%s-%d", strings.ReplaceAll(t.Name(), "/", "."), what, nameSeq.Add(1))
 }
 
-// newClient returns a baton client on opt, closed at cleanup.
-func newClient(t testing.TB, opt rueidis.ClientOption, lease time.Duration) *baton.Client {
-	t.Helper()
-	c, err := baton.New(baton.Options{Redis: opt, LeaseTTL: lease})
-	if err != nil {
-		t.Fatalf("baton.New: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // newServer serves Handler(c) on a loopback port, closed at cleanup.
 func newServer(t testing.TB, c *baton.Client) *httptest.Server {
 	t.Helper()
@@ -53,17 +41,11 @@ func newServer(t testing.TB, c *baton.Client) *httptest.Server {
 	return srv
 }
 
-func ctxTimeout(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // get requests srv's handler with query and Accept header accept ("" for
 // none), and returns the response with its body read.
 func get(t testing.TB, srv *httptest.Server, method, query, accept string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxTimeout(t, 30*time.Second), method, srv.URL+"/?"+query, nil)
+	req, err := http.NewRequestWithContext(locktest.CtxTimeout(t, 30*time.Second), method, srv.URL+"/?"+query, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -16,9 +17,9 @@ import (
 // goroutines waiting) and checks every field of the process view.
 func TestProcessScope(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, redistest.Start(t).Option(), 5*time.Second)
+	c := locktest.NewBaton(t, redistest.Start(t).Option(), 5*time.Second)
 	srv := newServer(t, c)
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := locktest.CtxTimeout(t, 30*time.Second)
 
 	def, s1, s2 := c.Session(), newSession(t, c, 3*time.Second), newSession(t, c, 4*time.Second)
 	nA, nB, nC := uniqueName(t, "a"), uniqueName(t, "b"), uniqueName(t, "c")
@@ -135,9 +136,9 @@ func checkSession(t *testing.T, got sessionDoc, s *baton.Session, isDefault bool
 // asking Redis.
 func TestClosedClient(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, redistest.Start(t).Option(), time.Second)
+	c := locktest.NewBaton(t, redistest.Start(t).Option(), time.Second)
 	srv := newServer(t, c)
-	l, err := c.Lock(ctxTimeout(t, 10*time.Second), uniqueName(t, "x"))
+	l, err := c.Lock(locktest.CtxTimeout(t, 10*time.Second), uniqueName(t, "x"))
 	if err != nil {
 		t.Fatal(err)
 	}

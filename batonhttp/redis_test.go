@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
 )
@@ -47,8 +48,8 @@ func TestRedisScope(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(raw.Close)
-			c := newClient(t, opt, lease)
-			e := &redisEnv{c: c, other: newClient(t, opt, lease), srv: newServer(t, c), raw: raw}
+			c := locktest.NewBaton(t, opt, lease)
+			e := &redisEnv{c: c, other: locktest.NewBaton(t, opt, lease), srv: newServer(t, c), raw: raw}
 			t.Run("holder and queue", e.testHolder)
 			t.Run("marker", e.testMarker)
 			t.Run("foreign", e.testForeign)
@@ -115,7 +116,7 @@ func (e *redisEnv) listOne(t *testing.T, name string) nameDoc {
 // testHolder: a name held by the other instance, with this one's default
 // session queued for it, shows holder, token, lease and queue.
 func (e *redisEnv) testHolder(t *testing.T) {
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := locktest.CtxTimeout(t, 30*time.Second)
 	name := uniqueName(t, "held")
 	l, err := e.other.Lock(ctx, name)
 	if err != nil {
@@ -176,7 +177,7 @@ func checkHeld(t *testing.T, n nameDoc, s *baton.Session, l *baton.Lock) {
 // testMarker: after Unlock the key is a released marker that keeps the
 // fence.
 func (e *redisEnv) testMarker(t *testing.T) {
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := locktest.CtxTimeout(t, 30*time.Second)
 	name := uniqueName(t, "marker")
 	l, err := e.other.Lock(ctx, name)
 	if err != nil {
@@ -198,7 +199,7 @@ func (e *redisEnv) testMarker(t *testing.T) {
 // testForeign: a value baton did not write is shown as foreign, with the
 // value.
 func (e *redisEnv) testForeign(t *testing.T) {
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := locktest.CtxTimeout(t, 30*time.Second)
 	name := uniqueName(t, "foreign")
 	key := baton.DefaultKeyPrefix + ":{" + name + "}"
 	if err := e.raw.Do(ctx, e.raw.B().Set().Key(key).Value("not baton's").Build()).Error(); err != nil {
@@ -215,7 +216,7 @@ func (e *redisEnv) testForeign(t *testing.T) {
 // over a walk of several pages. SCAN may repeat a key only when the table
 // shrinks between calls, and nothing is deleted during the walk.
 func (e *redisEnv) testPaging(t *testing.T) {
-	ctx := ctxTimeout(t, 60*time.Second)
+	ctx := locktest.CtxTimeout(t, 60*time.Second)
 	base := uniqueName(t, "page")
 	const count = 500
 	tokens := map[string]uint64{}
@@ -259,7 +260,7 @@ func (e *redisEnv) testBadInput(t *testing.T) {
 // testHTML walks the listing as a browser would, by its next links, and
 // follows a name's link to its page; the names come out escaped.
 func (e *redisEnv) testHTML(t *testing.T) {
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := locktest.CtxTimeout(t, 30*time.Second)
 	base := uniqueName(t, "html")
 	hostile := base + "-" + hostileName
 	l, err := e.other.Lock(ctx, hostile)
