@@ -130,7 +130,7 @@ type waiter struct {
 // start records req as the call in flight and returns it numbered.
 func (n *name) start(st state, req request) *request {
 	n.seq++
-	req.seq, req.limit = n.seq, n.limit
+	req.seq, req.limit, req.value = n.seq, n.limit, n.value
 	n.st, n.call = st, &req
 	return &req
 }
@@ -183,7 +183,7 @@ func (n *name) poll(w *waiter, now time.Time) (l *Lock, req *request, at time.Ti
 	}
 	w.tries++
 	n.stale = false
-	return nil, n.start(acquiring, request{kind: acquireCall, queue: queue, track: w.tries > 1, from: n.st, value: n.value}), time.Time{}, nil
+	return nil, n.start(acquiring, request{kind: acquireCall, queue: queue, track: w.tries > 1, from: n.st}), time.Time{}, nil
 }
 
 // try starts TryLock's single attempt, or says why it cannot.

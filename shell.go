@@ -39,7 +39,7 @@ type request struct {
 	fence uint64 // release of a stray grant: its fence
 	mode  string // release: "0" release, "1" keep or requeue for our waiters, "2" linger
 	rc    bool   // release: contended, so on the tracking client, whose writes (NOLOOP) do not wake our waiters
-	value string // election acquire: the campaign's value
+	value string // election: the campaign's value as the machine knew it when the call started
 	until time.Time
 	limit int // semaphore: its limit as the machine knew it when the call started (n.limit changes under s.mu)
 }
