@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,6 +89,12 @@ type Options struct {
 	// comparison per event.
 	Observer Observer
 
+	// Instance names this process for operators: baton ls and show, the
+	// held-locks page and Session.Held show which instance holds and
+	// which wait. It is data, never part of the owner comparison.
+	// Default "<hostname>:<pid>".
+	Instance string
+
 	// Logger, if set, receives a warning for each lost lock (name and
 	// cause) and for failed renewal round trips (at most one line per
 	// tick), and a debug line when a dropped connection makes the client
@@ -116,6 +123,7 @@ type Client struct {
 	obs            Observer     // Options.Observer
 	log            *slog.Logger // Options.Logger
 	admin          *admin.Admin
+	instance       string // Options.Instance
 	stats          counters
 
 	semMu     sync.Mutex           // protects semSubs, electSubs and their fields; taken after a session's mutex
@@ -161,6 +169,7 @@ func New(opt Options) (*Client, error) {
 		obs:            opt.Observer,
 		log:            opt.Logger,
 		id:             hex.EncodeToString(raw[:]),
+		instance:       opt.Instance,
 		sessions:       make(map[string]*Session),
 		renewC:         make(chan struct{}, 1),
 		subOK:          make(chan struct{}),
@@ -212,6 +221,13 @@ func (c *Client) connect(opt Options) error {
 	}
 	rc, err := rueidis.NewClient(ro)
 	if errors.Is(err, rueidis.ErrNoCache) {
+		// A server without RESP3 or CLIENT TRACKING (some managed
+		// services forbid it): waiters and holders rely on grant messages,
+		// timers and renewals instead.
+		if opt.Logger != nil {
+			opt.Logger.Warn("baton: Redis refused client-side caching (CLIENT TRACKING); a holder hears of an outside change of its key at its next renewal (LeaseTTL/3) instead of at once, and waiters of a deleted key at the holder's lease end; set Redis.DisableCache to silence this",
+				slog.String("error", err.Error()))
+		}
 		ro.DisableCache = true
 		rc, err = rueidis.NewClient(ro)
 	}
@@ -250,6 +266,10 @@ func (opt *Options) fill() error {
 	}
 	if opt.LeaseTTL == 0 {
 		opt.LeaseTTL = DefaultLeaseTTL
+	}
+	if opt.Instance == "" {
+		host, _ := os.Hostname()
+		opt.Instance = host + ":" + strconv.Itoa(os.Getpid())
 	}
 	if err := checkLease("LeaseTTL", opt.LeaseTTL); err != nil {
 		return err
@@ -384,6 +404,17 @@ func (c *Client) Sessions() []*Session {
 	})
 	return out
 }
+
+// Instance returns Options.Instance: the name this process goes by for
+// operators.
+func (c *Client) Instance() string { return c.instance }
+
+// Tracking reports whether Redis tracks keys for this client
+// (client-side caching): then a holder hears of an outside change of its
+// key at once, and a waiter of a deleted key without waiting for its
+// timer. False with Redis.DisableCache, on servers that refuse CLIENT
+// TRACKING (some managed services) or without RESP3.
+func (c *Client) Tracking() bool { return c.tracking }
 
 // Admin returns an admin.Admin for the client's key prefix that shares the
 // client's Redis connections; its calls fail once the client is closed.

@@ -67,7 +67,7 @@ func (s *Session) Election(name string) (*Election, error) {
 // its own value, and Leader reports the value of the call that leads.
 // Errors are those of Client.Lock.
 func (e *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
-	return e.s.acquireOn(ctx, e.name, true, func() (*name, error) { return e.slotLocked(value) })
+	return e.s.acquireOn(ctx, PrimitiveElection, e.name, true, func() (*name, error) { return e.slotLocked(value) })
 }
 
 // slotLocked picks the campaign slot machine of a Campaign call: the

@@ -127,7 +127,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		err = s.run(ctx, n, req)
 	}
 	if obs := s.c.obs; obs != nil || s.c.log != nil {
-		ev := Event{Kind: Released, Name: n.name, Token: l.token, Held: now.Sub(l.acquired)}
+		ev := Event{Kind: Released, Primitive: n.id.kind.primitive(), Name: n.name, Token: l.token, Held: now.Sub(l.acquired)}
 		if errors.Is(err, ErrLockLost) {
 			ev.Kind, ev.Err = Lost, err
 		}

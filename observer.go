@@ -99,14 +99,52 @@ func (h How) String() string {
 	return "unknown"
 }
 
+// Primitive says what kind of thing a name is: a lock, a Semaphore's
+// permit or an Election's leadership.
+type Primitive uint8
+
+const (
+	// PrimitiveLock is a lock (Client.Lock, TryLock, Do).
+	PrimitiveLock Primitive = iota + 1
+	// PrimitiveSemaphore is a permit of a Semaphore.
+	PrimitiveSemaphore
+	// PrimitiveElection is the leadership of an Election.
+	PrimitiveElection
+)
+
+var primitiveNames = [...]string{"", "lock", "semaphore", "election"}
+
+// String returns "lock", "semaphore" or "election" ("" for the zero
+// Primitive, which events about no particular name carry).
+func (p Primitive) String() string {
+	if int(p) < len(primitiveNames) {
+		return primitiveNames[p]
+	}
+	return "unknown"
+}
+
+// primitive is the Primitive a machine of kind k stands for.
+func (k kind) primitive() Primitive {
+	switch k {
+	case semKind:
+		return PrimitiveSemaphore
+	case electKind:
+		return PrimitiveElection
+	}
+	return PrimitiveLock
+}
+
 // Event is one thing that happened to a lock; Kind says which fields are
 // set.
 type Event struct {
-	Kind  EventKind
-	Name  string        // the lock name; empty for RenewalFailed and Rechecked
-	Token uint64        // the lock's fencing token
-	How   How           // Acquired: how
-	Wait  time.Duration // Acquired, GaveUp: since Lock or TryLock was called
+	Kind EventKind
+	// Primitive says whether Name is a lock, a semaphore or an election;
+	// zero for RenewalFailed and Rechecked.
+	Primitive Primitive
+	Name      string        // the lock name; empty for RenewalFailed and Rechecked
+	Token     uint64        // the lock's fencing token
+	How       How           // Acquired: how
+	Wait      time.Duration // Acquired, GaveUp: since Lock or TryLock was called
 	// Queued reports, on Acquired and GaveUp, that the call went to sleep
 	// (a Waiting event came first).
 	Queued bool
@@ -149,7 +187,7 @@ func (c *Client) reportEnded(ls []*Lock) {
 	for _, l := range ls {
 		// l.err was set before the transition that ended l unlocked, and
 		// never changes again.
-		ev := Event{Kind: Released, Name: l.n.name, Token: l.token, Held: now.Sub(l.acquired), Err: l.err}
+		ev := Event{Kind: Released, Primitive: l.n.id.kind.primitive(), Name: l.n.name, Token: l.token, Held: now.Sub(l.acquired), Err: l.err}
 		if errors.Is(l.err, ErrLockLost) {
 			ev.Kind = Lost
 		}
@@ -159,13 +197,13 @@ func (c *Client) reportEnded(ls []*Lock) {
 
 // observeCall reports the end of a Lock (wait) or TryLock call begun at
 // start; c.obs is set.
-func (c *Client) observeCall(ctx context.Context, lname string, wait bool, w *waiter, start time.Time, l *Lock, err error) {
+func (c *Client) observeCall(ctx context.Context, p Primitive, lname string, wait bool, w *waiter, start time.Time, l *Lock, err error) {
 	queued := w != nil && w.slept
 	switch {
 	case l != nil:
-		c.obs.Observe(ctx, Event{Kind: Acquired, Name: lname, Token: l.token, How: l.how, Wait: time.Since(start), Queued: queued})
+		c.obs.Observe(ctx, Event{Kind: Acquired, Primitive: p, Name: lname, Token: l.token, How: l.how, Wait: time.Since(start), Queued: queued})
 	case wait:
-		c.obs.Observe(ctx, Event{Kind: GaveUp, Name: lname, Wait: time.Since(start), Queued: queued, Err: err})
+		c.obs.Observe(ctx, Event{Kind: GaveUp, Primitive: p, Name: lname, Wait: time.Since(start), Queued: queued, Err: err})
 	}
 }
 

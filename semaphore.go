@@ -73,7 +73,7 @@ func (m *Semaphore) Limit() int { return m.limit }
 // ctx.Err() and leaves no trace in Redis. It fails with ErrLimitMismatch
 // when the semaphore is in use with another limit.
 func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
-	return m.s.acquireOn(ctx, m.name, true, func() (*name, error) { return m.slotLocked(true) })
+	return m.s.acquireOn(ctx, PrimitiveSemaphore, m.name, true, func() (*name, error) { return m.slotLocked(true) })
 }
 
 // TryAcquire makes one attempt to take a permit. It returns an error
@@ -81,7 +81,7 @@ func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
 // sessions are queued for one, or every permit slot of this session is
 // held or awaited. ctx bounds the round trip.
 func (m *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
-	return m.s.acquireOn(ctx, m.name, false, func() (*name, error) { return m.slotLocked(false) })
+	return m.s.acquireOn(ctx, PrimitiveSemaphore, m.name, false, func() (*name, error) { return m.slotLocked(false) })
 }
 
 // slotLocked picks the permit slot machine a caller joins: the first idle

@@ -46,6 +46,7 @@ func (s *Session) LeaseTTL() time.Duration { return s.lease }
 
 // HeldLock describes a lock held by a session, for operators.
 type HeldLock struct {
+	Kind       Primitive // lock, semaphore permit or election leadership
 	Name       string
 	Token      uint64    // fencing token
 	Owner      string    // owner token stored in Redis
@@ -64,7 +65,7 @@ func (s *Session) Held() []HeldLock {
 	var out []HeldLock
 	for _, n := range s.names {
 		if h := n.hold; n.st == held && h.lock != nil {
-			out = append(out, HeldLock{Name: n.name, Token: h.lock.token, Owner: h.owner, AcquiredAt: h.lock.acquired, Deadline: h.deadline})
+			out = append(out, HeldLock{Kind: n.id.kind.primitive(), Name: n.name, Token: h.lock.token, Owner: h.owner, AcquiredAt: h.lock.acquired, Deadline: h.deadline})
 		}
 	}
 	return out
@@ -170,12 +171,12 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 	if err := checkName(lname); err != nil {
 		return nil, err
 	}
-	return s.acquireOn(ctx, lname, wait, func() (*name, error) { return s.nameLocked(nameID{name: lname}, 0), nil })
+	return s.acquireOn(ctx, PrimitiveLock, lname, wait, func() (*name, error) { return s.nameLocked(nameID{name: lname}, 0), nil })
 }
 
-// acquireOn is Lock (wait) or TryLock of lname on the machine pick
+// acquireOn is Lock (wait) or TryLock of lname, a p, on the machine pick
 // returns; pick runs with s.mu held, once the session is known open.
-func (s *Session) acquireOn(ctx context.Context, lname string, wait bool, pick func() (*name, error)) (*Lock, error) {
+func (s *Session) acquireOn(ctx context.Context, p Primitive, lname string, wait bool, pick func() (*name, error)) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("baton: lock %q: %w", truncate(lname), err)
 	}
@@ -219,7 +220,7 @@ func (s *Session) acquireOn(ctx context.Context, lname string, wait bool, pick f
 		l, err = s.tryLock(ctx, n, req)
 	}
 	if s.c.obs != nil {
-		s.c.observeCall(ctx, lname, wait, w, start, l, err)
+		s.c.observeCall(ctx, p, lname, wait, w, start, l, err)
 	}
 	return l, err
 }
@@ -339,7 +340,7 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 		if !w.slept {
 			w.slept = true
 			if obs := s.c.obs; obs != nil {
-				obs.Observe(ctx, Event{Kind: Waiting, Name: n.name})
+				obs.Observe(ctx, Event{Kind: Waiting, Primitive: n.id.kind.primitive(), Name: n.name})
 			}
 		}
 		switch ctxEnded, closed := s.sleep(ctx, w, &timer, at); {
