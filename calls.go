@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"syscall"
@@ -143,7 +144,8 @@ func (s *Session) scriptCall(n *name, req *request) script.Call {
 // ours" after one is our own earlier release when the key holds our free
 // marker, a loss when the key is gone (a release leaves a marker or a
 // grantee), and not known otherwise (see releaseReply).
-func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o releaseOutcome, sent time.Time, err error) {
+// It also returns the last error of a try that was not a context's.
+func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o releaseOutcome, sent time.Time, err, last error) {
 	rc := s.c.cc
 	if req.rc {
 		rc = s.c.rc
@@ -154,19 +156,31 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 		sent = time.Now()
 		res, _ := script.Run(ctx, rc, script.Pipe{}, c.Script, c.Keys, c.Args)
 		o, err = releaseResult(res, req.owner, lost, n.id.kind.permit())
-		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
-			return o, sent, err
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			last = err
 		}
-		if !isRedisErr(err) && (n.id.kind.permit() || !(staleConn(err) && rc == s.c.cc)) {
-			// The reply is lost, not necessarily the call. An idle
-			// connection of c.cc that had died unnoticed (EOF, reset)
-			// most likely ran nothing, but a connection killed just
-			// after our write ran it: a lock's retry tells by our free
-			// marker; a permit leaves none, so its outcome is not known.
+		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
+			return o, sent, err, last
+		}
+		if mayHaveRun(err) {
+			// The reply is lost, not necessarily the call (a connection
+			// killed just after our write ran it), so "not ours" on a
+			// retry is no proof of a loss: a lock's retry tells by our
+			// free marker; a grant on, or a permit (no marker), is not
+			// known.
 			lost = err
 		}
 		pause(ctx, min(time.Duration(try)*20*time.Millisecond, 200*time.Millisecond))
 	}
+}
+
+// unconfirmed is Unlock's error when its release was not confirmed before
+// the hold's lease ended: last is the last Redis or network error, if any.
+func unconfirmed(last error) error {
+	if last == nil {
+		return ErrUnconfirmed
+	}
+	return fmt.Errorf("%w (last error: %w)", ErrUnconfirmed, last)
 }
 
 // callDequeue runs the dequeue script, trying again after passing failures
@@ -263,6 +277,17 @@ func transient(err error) bool {
 // the call used it: the server closed or reset it.
 func staleConn(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// mayHaveRun reports whether a call that failed with err may have run in
+// Redis: a lost reply is not a lost call. A call refused at its dial
+// (Redis down or unreachable) or by Redis itself did not run.
+func mayHaveRun(err error) bool {
+	if err == nil || isRedisErr(err) || errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
 }
 
 // pause waits for d or until ctx ends.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton/admin"
@@ -126,9 +127,9 @@ type Client struct {
 	instance       string // Options.Instance
 	stats          counters
 
-	semMu     sync.Mutex           // protects semSubs, electSubs and their fields; taken after a session's mutex
-	semSubs   map[string]*semSub   // Redis Cluster: grant subscriptions of semaphores, by name
-	electSubs map[string]*electSub // event subscriptions of observed elections, by name
+	subMu     sync.Mutex                         // protects grantSubs, electSubs and their fields; taken after a session's mutex
+	grantSubs map[string]*subscription[*name]    // Redis Cluster: grant subscriptions of names, by channel
+	electSubs map[string]*subscription[*watcher] // announcement subscriptions of observed elections, by channel
 
 	mu       sync.Mutex // protects sessions, nsess, closed
 	sessions map[string]*Session
@@ -142,6 +143,7 @@ type Client struct {
 	wg      sync.WaitGroup     // renewal loop, subscriber, background calls, grant subscriptions
 	stopped bool               // guarded by mu: spawn starts nothing more
 	renewC  chan struct{}      // size 1: asks the renewal loop to look again
+	loopAt  atomic.Int64       // when the renewal loop wakes next (unix ns); MaxInt64 while it is awake
 	subOK   chan struct{}      // closed once the grant channel is subscribed
 	subErr  chan error         // size 1: why subscribing failed before subOK
 
@@ -172,6 +174,8 @@ func New(opt Options) (*Client, error) {
 		instance:       opt.Instance,
 		sessions:       make(map[string]*Session),
 		renewC:         make(chan struct{}, 1),
+		grantSubs:      make(map[string]*subscription[*name]),
+		electSubs:      make(map[string]*subscription[*watcher]),
 		subOK:          make(chan struct{}),
 		subErr:         make(chan error, 1),
 	}
@@ -310,9 +314,9 @@ func checkLease(field string, d time.Duration) error {
 // connection drops; with tracking (RESP3, the default) also until the key
 // is deleted or changed. Goroutines of one Client waiting on one name queue
 // in FIFO order, and sessions queue in FIFO order in Redis. If ctx ends
-// first, Lock returns an error matching ctx.Err() and leaves no trace in
-// Redis or in the queue (if Redis did not answer the last attempt, the
-// cleanup runs in the background). Network errors and passing Redis states
+// first, Lock returns at once with an error matching ctx.Err(); leaving the
+// Redis queue goes on in the background (bounded by the lease) and leaves
+// no trace. Network errors and passing Redis states
 // (LOADING, READONLY, TRYAGAIN, failover) are retried with backoff until
 // ctx ends, and the returned error then also carries the last of them;
 // other Redis errors (a refused command, ErrForeignValue,
@@ -472,10 +476,11 @@ func (c *Client) dropSession(s *Session) {
 
 // Close releases every held lock, leaves every Redis queue, fails every
 // waiter with ErrClosed, stops the client's goroutines and waits for them,
-// and closes the Redis clients. Sessions close in parallel, so Close
-// returns within about the longest lease, whatever the number of names and
-// sessions and the state of Redis. Later calls return ErrClosed; closing
-// twice is harmless.
+// and closes the Redis clients. It returns within about the longest lease
+// of its sessions, whatever the number of names, sessions and calls in
+// flight and the state of Redis: sessions close in parallel within that
+// budget, then every call still in flight is cancelled. Later calls return
+// ErrClosed; closing twice is harmless.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -485,26 +490,25 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	ss := c.allSessions()
+	longest := c.def.lease
+	for _, s := range ss {
+		longest = max(longest, s.lease)
+	}
+	by := time.Now().Add(longest)
 	errs := make([]error, len(ss))
 	var wg sync.WaitGroup
-	longest := time.Duration(0)
 	for i, s := range ss {
-		longest = max(longest, s.lease)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = s.Close()
-		}()
+		wg.Go(func() { errs[i] = s.closeBy(by) })
 	}
 	wg.Wait()
 	// Lock and TryLock calls end at Close (their sessions are done) unless
-	// a round trip hangs: closing the Redis clients ends those.
+	// a round trip hangs: stopping the client cancels those.
 	calls := make(chan struct{})
 	go func() {
 		c.calls.Wait()
 		close(calls)
 	}()
-	t := time.NewTimer(longest)
+	t := time.NewTimer(time.Until(by))
 	select {
 	case <-calls:
 	case <-t.C:

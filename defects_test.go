@@ -554,7 +554,16 @@ func TestDefect11UnlockAfterTakeover(t *testing.T) {
 			if tc.cut {
 				p.Cut()
 			}
-			if err := la.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+			err = la.Unlock(ctx)
+			switch {
+			case errors.Is(err, ErrLockLost):
+			case (tc.cut || tc.name == "restart") && err != nil && strings.Contains(err.Error(), "a reply was lost"):
+				// The release's first try lost its reply (a cut, or an
+				// idle connection that died with the restart) and the
+				// retry found b's key: a's own release could have granted
+				// it to b, so the outcome is not known (issue 16, defect
+				// 14: a loss is reported only from positive evidence).
+			default:
 				t.Fatalf("a's Unlock after b took the lock over: %v, want ErrLockLost", err)
 			}
 			if held := b.Session().Held(); len(held) != 1 || lockOwner(t, srv, DefaultKeyPrefix, name) != held[0].Owner {

@@ -60,7 +60,12 @@ func (s *Session) Election(name string) (*Election, error) {
 // campaigner leads at once), with its loss (Done closes) or with Close.
 // If ctx ends first, Campaign returns an error matching ctx.Err() and
 // leaves no trace in Redis (if Redis did not answer its last attempt, at
-// most its value, which a later campaign removes).
+// most its value, which a later campaign removes). Observers are told of
+// a leader only once its Campaign takes the leadership: an attempt in
+// flight when ctx ends is seen through, and if it won, Campaign returns
+// the leadership rather than ctx's error; after a lost reply it learns
+// the outcome first (within a lease). So every leader that Observe and
+// Leader report is one that a Campaign returned.
 //
 // Each call campaigns on its own: concurrent calls of one session (with
 // the same value or not) queue in Redis one behind the other, each with
@@ -76,7 +81,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
 // held.
 func (e *Election) slotLocked(value string) (*name, error) {
 	s := e.s
-	for k := range MaxSemaphoreLimit {
+	for k := range maxSlots {
 		id := nameID{name: e.name, kind: electKind, slot: k}
 		if n := s.names[id]; n == nil || n.st == idle && len(n.waiters) == 0 {
 			n = s.nameLocked(id, 1)
@@ -84,7 +89,7 @@ func (e *Election) slotLocked(value string) (*name, error) {
 			return n, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: %q: %d campaigns of this session at once", ErrNotAcquired, truncate(e.name), MaxSemaphoreLimit)
+	return nil, fmt.Errorf("%w: %q: %d campaigns of this session at once", ErrNotAcquired, truncate(e.name), maxSlots)
 }
 
 // Leader returns the current leader, or an error matching ErrNoLeader

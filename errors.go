@@ -31,6 +31,12 @@ var (
 	// write: the name is not free, and baton leaves the value as it is.
 	ErrForeignValue = errors.New("baton: key holds a value not written by baton")
 
+	// ErrUnconfirmed means Unlock could not confirm its release before
+	// the lock's lease ended (Redis unreachable or too slow): the key
+	// expires with the lease, unless the release runs late and frees it
+	// first.
+	ErrUnconfirmed = errors.New("baton: release not confirmed before the lease ended")
+
 	// ErrInvalidName means a lock name was empty, too long, or began
 	// with '}'.
 	ErrInvalidName = errors.New("baton: invalid lock name")

@@ -55,17 +55,18 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 	n.seen = g.fence
 	if n.st == held {
 		// The key named us under a newer fence: the hold's token is gone.
-		e = n.lose(now, "Redis granted it to this session again under a newer fence")
+		e = n.lose(now, "Redis granted it to this session again under a newer fence", true)
 	}
 	if n.st == idle || len(n.waiters) == 0 || n.r.closed {
 		// Not queued (a late attempt queued us after we left), nobody
 		// wants it, or closed: pass it on.
 		return e.merge(n.releaseStray(g.fence))
 	}
-	if n.r.confirm || n.unsure {
+	if n.r.confirm || n.unsure || n.id.kind == electKind {
 		// Replicas may not have the grant yet, or it may be one that a
-		// call whose reply was lost passed on: the head acquires it again,
-		// which confirms it.
+		// call whose reply was lost passed on, or it is a leadership,
+		// which is announced only once its Campaign takes it: the head
+		// acquires it again, which confirms it.
 		n.st, n.recheck, n.expect = queued, time.Time{}, g.fence
 		e.wakeHead(n)
 		return e
@@ -81,11 +82,10 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 		n.st, n.recheck = queued, time.Time{}
 		return e.merge(n.releaseStray(g.fence))
 	}
-	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: deadline, since: now, waited: true}
+	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: deadline, redisBy: now.Add(n.r.lease), since: now, waited: true}
 	n.st, n.hold = held, h
 	n.handHead(h, 0, now, Granted, &e)
-	n.checkHold(now.Add(trackDelay), &e)
-	e.renew = true
+	n.trackHold(now, &e)
 	return e
 }
 

@@ -21,18 +21,35 @@ type hold struct {
 	waited   bool      // acquired after waiting: the name is contended
 	suspect  bool      // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
 	deadline time.Time // local lease deadline: lost at this time unless renewed
-	checkAt  time.Time // track: renew (and so have Redis track the key) then; zero: not needed
+	checkAt  time.Time // renew it then (a new hold, a notice), besides the session's ticks; zero: not needed
+	redisBy  time.Time // the latest Redis may keep the key ours by what we read: each extension ran before we read its reply
+	unsure   time.Time // send time of the latest call on the hold whose outcome we do not know (a renewal or release with a lost reply)
 	lock     *Lock     // current local holder; nil while passing or releasing
 }
 
-// checkHold asks for a renewal of the hold at at, which tells whether the
-// key is still ours and has Redis track it from then on. Permits are not
-// tracked (every acquisition of any permit changes their hash): their loss
-// shows at the next renewal.
+// checkHold asks the renewal loop to renew the hold at at (or sooner),
+// which tells whether the key is still ours. A notice (an invalidation, a
+// dropped connection, a flush) asks for it at once, for every kind of hold.
 func (n *name) checkHold(at time.Time, e *effects) {
-	if h := n.hold; n.r.track && !n.id.kind.permit() && n.st == held && (h.checkAt.IsZero() || at.Before(h.checkAt)) {
-		h.checkAt, e.check = at, true
+	if h := n.hold; n.st == held && (h.checkAt.IsZero() || at.Before(h.checkAt)) {
+		h.checkAt = at
+		e.due(at)
 	}
+}
+
+// trackHold schedules the first renewal of a new hold: after trackDelay
+// when Redis tracks held keys for us (the renewal reads the key, so that
+// Redis tells us at once of a change), and soon enough that a hold whose
+// lease counts from old evidence (a grant) is renewed before it runs out.
+// Permits are not tracked (every acquisition of any permit changes their
+// hash): their loss shows at their next renewal.
+func (n *name) trackHold(now time.Time, e *effects) {
+	h := n.hold
+	at := h.deadline.Add(-n.r.lease / 3)
+	if n.r.track && !n.id.kind.permit() {
+		at = minTime(at, now.Add(trackDelay))
+	}
+	n.checkHold(at, e)
 }
 
 // unlock ends l and decides what becomes of its hold: passed to the next
@@ -96,17 +113,24 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 	n.unsure = callErr != nil
 	switch {
 	case h == nil && callErr != nil:
-		// A stray grant, maybe still ours: Close tries again.
-		n.markDirty(now, req.fence)
+		// A stray grant, maybe still ours (granted at most a lease ago):
+		// Close tries again.
+		n.dirty = &dirty{fence: req.fence, until: now.Add(n.r.lease)}
 	case h == nil:
 		// A stray grant: passed on, or not ours any more.
 	case callErr != nil:
 		// Unknown outcome: the key expires within the lease, and a waiter
-		// that finds it still ours releases it first.
+		// that finds it still ours releases it first. A release that
+		// queues us or keeps the lock for our waiter may run late and
+		// extend the key by a lease.
+		var unsure time.Time
 		if req.mode != "0" {
 			n.st, n.recheck = queued, time.Time{}
+			if mayHaveRun(callErr) {
+				unsure = sent
+			}
 		}
-		n.markDirty(now, h.fence)
+		n.markDirty(now, h, unsure)
 		err = fmt.Errorf("baton: unlock %q: %w", truncate(n.name), callErr)
 	case o.code == -1 && o.lostReply != nil:
 		// Released by the try whose reply was lost (granted on), or taken
@@ -125,9 +149,15 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		// Queued again for our waiters: the grant message wakes the head;
 		// the timer is the safety net.
 		n.st, n.recheck, n.entryAt = queued, now.Add(n.r.lease), sent
+	case o.code == 1 && o.lingering && len(n.waiters) > 0 && !n.r.closed:
+		// A waiter came while the release was in flight: it waits for the
+		// grant in the entry the release made, which the renewals now
+		// keep, asking Redis at the latest when the entry may lapse.
+		n.st, n.entryAt, n.recheck = queued, sent, sent.Add(n.r.lease/2-n.r.margin)
 	case o.code == 1 && o.lingering:
 		n.st, n.entryAt = lingering, sent
 		n.linger = &span{sent.Add(n.r.lease/2 - n.r.margin), now.Add(n.r.lease/2 + n.r.margin)}
+		e.due(n.linger.to)
 	case o.code == 2 && !now.Before(sent.Add(n.r.lease-n.r.margin)):
 		// Kept for our waiter, but answered after that lease could have
 		// run out: release it (if it is still ours); the head asks again.
@@ -136,28 +166,44 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 	case o.code == 2:
 		n.seen = max(n.seen, o.fence)
 		h.owner, h.fence, h.passes, h.since, h.waited = n.owner(o.fence), o.fence, 0, now, true
-		h.deadline = sent.Add(n.r.lease - n.r.margin)
+		h.deadline, h.redisBy = sent.Add(n.r.lease-n.r.margin), now.Add(n.r.lease)
 		n.st, n.hold = held, h
 		if len(n.waiters) > 0 && !n.r.closed {
 			n.handHead(h, 0, now, Free, &e)
-			n.checkHold(now.Add(trackDelay), &e)
+			n.trackHold(now, &e)
 		}
 	}
 	return e.merge(n.settle(now)), err
 }
 
-// renewed applies a renewal of the hold whose owner token was owner, sent
-// at sent.
-func (n *name) renewed(owner string, ok bool, sent, now time.Time) effects {
+// renewed applies the result r of a renewal of the hold whose owner token
+// was owner, sent at sent: 1 renewed, 0 not ours any more, -1 gone while
+// sessions are queued (see renew.lua), who then need serving; err when the
+// round trip failed (the renewal may have run).
+func (n *name) renewed(owner string, r int64, sent, now time.Time, err error) (e effects) {
 	if n.st != held || n.hold.owner != owner {
-		return effects{}
+		return e
 	}
-	if !ok {
-		return n.lose(now, "a renewal found the key expired, deleted or taken over")
+	h := n.hold
+	switch {
+	case err != nil:
+		if mayHaveRun(err) {
+			h.unsure = maxTime(h.unsure, sent)
+		}
+		return e
+	case r == 1:
+		// Replies of round trips in flight together may come in any order.
+		h.deadline = maxTime(h.deadline, sent.Add(n.r.lease-n.r.margin))
+		h.redisBy = maxTime(h.redisBy, now.Add(n.r.lease))
+		h.suspect = false
+		return e
 	}
-	n.hold.deadline = sent.Add(n.r.lease - n.r.margin)
-	n.hold.suspect = false
-	return effects{}
+	e = n.lose(now, "a renewal found the key expired, deleted or taken over", true)
+	if r == -1 && n.st == idle && len(n.waiters) == 0 && !n.r.closed {
+		// The key vanished under queued sessions: serve them.
+		e.call = n.start(leaving, request{kind: dequeueCall})
+	}
+	return e
 }
 
 // trackDelay is how long a new hold goes before a renewal has Redis track
@@ -170,7 +216,7 @@ const trackDelay = 50 * time.Millisecond
 func (n *name) tick(now time.Time) effects {
 	switch {
 	case n.st == held && !now.Before(n.hold.deadline):
-		return n.lose(now, "the lease ran out before a renewal was confirmed")
+		return n.lose(now, "the lease ran out before a renewal was confirmed", false)
 	case n.st == lingering && !now.Before(n.linger.to):
 		n.st, n.linger = idle, nil // Redis has dropped the entry: Close need not
 		return n.settle(now)
@@ -178,6 +224,23 @@ func (n *name) tick(now time.Time) effects {
 		return n.settle(now) // forgotten now
 	}
 	return effects{}
+}
+
+// due returns the earliest time the machine needs the renewal loop (zero:
+// never): a hold's deadline or check, a linger's end, a dirty name's
+// expiry.
+func (n *name) due() time.Time {
+	switch {
+	case n.st == held && !n.hold.checkAt.IsZero():
+		return minTime(n.hold.deadline, n.hold.checkAt)
+	case n.st == held:
+		return n.hold.deadline
+	case n.st == lingering:
+		return n.linger.to
+	case n.st == idle && len(n.waiters) == 0 && n.dirty != nil:
+		return n.dirty.until
+	}
+	return time.Time{}
 }
 
 // span is a stretch of time.
@@ -194,10 +257,22 @@ type dirty struct {
 
 // markDirty remembers, until the key surely no longer names it, that a hold
 // ended without Redis confirming its release: an attempt that finds the
-// key still ours then releases it instead of reusing a token a Lock had.
-// A script may run that long after its caller gave up on it.
-func (n *name) markDirty(now time.Time, fence uint64) {
-	n.dirty = &dirty{fence: fence, until: now.Add(n.r.lease + lateRun)}
+// key still ours then releases it instead of reusing a token a Lock had,
+// and Close releases it. The key may be ours until a lease after the last
+// reply that extended it (h.redisBy), and longer only if a call whose
+// outcome we do not know may still run (it may run up to lateRun after it
+// was sent, and extend the key by a lease): with none, a hold lost at its
+// deadline leaves nothing soon after (Redis was unreachable all along).
+func (n *name) markDirty(now time.Time, h *hold, unsure time.Time) {
+	until := h.redisBy
+	if u := maxTime(h.unsure, unsure); !u.IsZero() {
+		until = maxTime(until, u.Add(n.r.lease+lateRun))
+	}
+	if !now.Before(until) {
+		n.dirty = nil
+		return
+	}
+	n.dirty = &dirty{fence: h.fence, until: until}
 }
 
 // lateRun bounds how long after it was sent a script may still run: rueidis
@@ -205,13 +280,17 @@ func (n *name) markDirty(now time.Time, fence uint64) {
 // write for its ConnWriteTimeout (10 s by default).
 const lateRun = 15 * time.Second
 
-// lose ends the hold: its lock, if any, reports ErrLockLost with cause.
-func (n *name) lose(now time.Time, cause string) (e effects) {
+// lose ends the hold: its lock, if any, reports ErrLockLost with cause
+// (and counts in Stats.Lost: losses signalled to a caller). proof says
+// that Redis showed the key is not ours: nothing of ours is left there.
+func (n *name) lose(now time.Time, cause string, proof bool) (e effects) {
 	if l := n.hold.lock; l != nil {
 		n.end(l, fmt.Errorf("%w: %q: %s", ErrLockLost, truncate(n.name), cause), &e)
 		n.r.stats.lost.Add(1)
 	}
-	n.markDirty(now, n.hold.fence)
+	if !proof {
+		n.markDirty(now, n.hold, time.Time{})
+	}
 	n.st, n.hold, n.recheck = idle, nil, time.Time{}
 	return e.merge(n.settle(now))
 }

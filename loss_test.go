@@ -276,15 +276,29 @@ func TestNoHandoffAfterDataLoss(t *testing.T) {
 	}()
 	waitLocalWaiters(t, a.Session(), name, 1)
 	srv.Do(t, "FLUSHALL") // Redis loses every lock
-	// Wait until a has heard of the flush (tracking pushes it).
+	// Wait until a has heard of the flush (tracking pushes it): its hold
+	// is suspect, or lost already (the notice makes it checked at once).
 	s := a.Session()
-	waitSession(t, s, func() bool { n := s.names[nameID{name: name}]; return n != nil && n.st == held && n.hold.suspect },
+	waitSession(t, s, func() bool { n := s.names[nameID{name: name}]; return n == nil || n.st != held || n.hold != la.h || n.hold.suspect },
 		func() string { return "a never heard of the flush" })
+	before := a.Stats().LocalHandoffs
 	lb, err := b.TryLock(ctx, name)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotAcquired):
+		// a checked its hold at once, found it lost, and its waiting
+		// goroutine took the name afresh from Redis: under a new fence.
+		next := waitFor(t, got, 5*time.Second, "a's second goroutine")
+		if next == nil || next.Token() <= la.Token() || !errors.Is(la.Err(), ErrLockLost) {
+			t.Fatalf("after the flush a's goroutine got %v (lost hold: %v)", next, la.Err())
+		}
+		if a.Stats().LocalHandoffs != before {
+			t.Fatal("a handed a lock Redis had lost to its own goroutine")
+		}
+		next.Unlock(ctx)
+		return
+	case err != nil:
 		t.Fatalf("TryLock after the data loss: %v", err)
 	}
-	before := a.Stats().LocalHandoffs
 	if err := la.Unlock(ctx); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("Unlock of a lock Redis lost: %v, want ErrLockLost", err)
 	}

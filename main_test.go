@@ -81,6 +81,24 @@ func waitFor[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
 	}
 }
 
+// within polls cond until it returns nil, failing the test with its last
+// error after d. For state in Redis that a background call changes (a
+// waiter that gave up leaves the queue in the background).
+func within(t testing.TB, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after %v: %v", what, d, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 type rueidisOption = rueidis.ClientOption
 
 func redisOpt(f func(*rueidisOption)) rueidisOption {

@@ -241,13 +241,18 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 			how = Granted // a grant, confirmed
 		}
 		n.seen, n.expect = max(n.seen, a.fence), 0
-		h := &hold{owner: n.owner(a.fence), fence: a.fence, deadline: sent.Add(n.r.lease - n.r.margin), since: now}
+		h := &hold{owner: n.owner(a.fence), fence: a.fence, deadline: sent.Add(n.r.lease - n.r.margin), redisBy: now.Add(n.r.lease), since: now}
 		n.st, n.hold = held, h
 		if n.r.closed || req.left || !req.try && len(n.waiters) == 0 {
 			return nil, n.settle(now) // nobody to take it: released
 		}
 		h.waited = !req.try && n.waiters[0].tries > 1
-		n.checkHold(now.Add(trackDelay), &e)
+		n.trackHold(now, &e)
+		if n.stale {
+			// The key changed, or a connection dropped, while we asked:
+			// Redis may have lost it since (a flush, a restart).
+			n.checkHold(now, &e)
+		}
 		if req.try {
 			l = n.newLock(h, 0, now, how)
 		} else {

@@ -65,13 +65,41 @@ type sim struct {
 	orphanOK bool // the key may stay ours, unknown to the machine, until it expires: a reply was lost
 	log      []string
 	seed     uint64
+	id       nameID
+	// asleep is, per waiter, until when its goroutine sleeps: the time its
+	// last turn returned (never: zero time at maxTime), until a wake-up.
+	asleep map[*waiter]time.Time
 }
 
+// never is a sleep without a timer.
+var never = time.Unix(1<<40, 0)
+
 func newSim(t *testing.T, seed uint64, cohort int) *sim {
-	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: time.Unix(1e9, 0), counted: map[*Lock]bool{}, seed: seed}
-	r := &rules{member: "us", lease: simLease, margin: simLease/30 + 10*time.Millisecond, cohort: cohort, stats: &s.stats}
-	s.n = &name{name: "n", member: r.member, r: r}
+	r := &rules{member: "us", lease: simLease, margin: simLease/30 + 10*time.Millisecond, cohort: cohort, track: true}
+	return newSimOn(t, seed, r, nameID{name: "n"})
+}
+
+// newSimOn is a sim of machine id of the session whose rules are r.
+func newSimOn(t *testing.T, seed uint64, r *rules, id nameID) *sim {
+	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15^uint64(id.kind)<<8^uint64(id.slot))), now: time.Unix(1e9, 0),
+		counted: map[*Lock]bool{}, seed: seed, id: id, asleep: map[*waiter]time.Time{}}
+	if r.stats == nil {
+		r.stats = &s.stats
+	}
+	s.n = s.newName(r)
 	return s
+}
+
+// newName is a new machine of the sim's id, as Session.nameLocked makes.
+func (s *sim) newName(r *rules) *name {
+	n := &name{name: s.id.name, id: s.id, member: r.member, r: r}
+	switch s.id.kind {
+	case semKind:
+		n.member, n.limit = r.member+"."+strconv.Itoa(s.id.slot), 2
+	case electKind:
+		n.member, n.limit = r.member+".e"+strconv.Itoa(s.id.slot), 1
+	}
+	return n
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -92,7 +120,10 @@ func (s *sim) fail(format string, args ...any) {
 func (s *sim) apply(e effects) {
 	if n := s.n; e.forget && n.st == idle && len(n.waiters) == 0 && e.call == nil {
 		s.logf("forget")
-		s.n = &name{name: n.name, member: n.member, r: n.r}
+		s.n = s.newName(n.r)
+	}
+	for _, w := range e.wake {
+		s.asleep[w] = s.now
 	}
 	if e.call != nil {
 		if s.call != nil {
@@ -287,17 +318,27 @@ func (s *sim) step() {
 		if len(s.waiters) < 4 && !n.r.closed {
 			w := &waiter{wake: make(chan struct{}, 1)}
 			s.waiters = append(s.waiters, w)
+			s.asleep[w] = s.now // Lock polls right after joining
 			s.logf("join")
 			s.apply(n.join(w, s.now))
 		}
 	case 2, 3: // the head's turn
 		if len(s.waiters) > 0 {
-			l, req, _, _ := n.poll(s.waiters[0], s.now)
+			w := s.waiters[s.rng.IntN(len(s.waiters))]
+			if s.rng.IntN(2) == 0 {
+				w = s.waiters[0]
+			}
+			l, req, at, _ := n.poll(w, s.now)
+			s.asleep[w] = never
+			if !at.IsZero() {
+				s.asleep[w] = at
+			}
 			if l != nil {
-				s.dropWaiter(s.waiters[0])
+				s.dropWaiter(w)
 				s.gotLock(l)
 			}
 			if req != nil {
+				s.asleep[w] = s.now // it makes the call, then looks again
 				s.logf("poll: acquire seq %d", req.seq)
 				s.apply(effects{call: req})
 			}
@@ -369,7 +410,11 @@ func (s *sim) step() {
 				s.key.expiry = s.now.Add(simLease)
 			}
 			s.logf("renewed %v", ok)
-			s.apply(n.renewed(n.hold.owner, ok, s.now, s.now))
+			r := int64(0)
+			if ok {
+				r = 1
+			}
+			s.apply(n.renewed(n.hold.owner, r, s.now, s.now, nil))
 		} else if n.st == queued && len(n.waiters) > 0 {
 			ok := s.key.usQueued && s.now.Before(s.key.usUntil)
 			if ok {
@@ -382,15 +427,7 @@ func (s *sim) step() {
 		if s.rng.IntN(10) == 0 {
 			d = time.Duration(100+s.rng.IntN(150)) * time.Millisecond // a stall: replies and renewals come late
 		}
-		s.now = s.now.Add(d)
-		was := n.st
-		s.apply(n.tick(s.now))
-		if was == held && n.st != held {
-			s.orphanOK = true // lost at the local deadline: the key expires by itself
-		}
-		if s.key.owner != "" && !s.now.Before(s.key.expiry) {
-			s.key.owner = ""
-		}
+		s.advanceTo(s.now.Add(d))
 	case 15:
 		if s.rng.IntN(4) == 0 {
 			s.logf("reconnected")
@@ -398,6 +435,29 @@ func (s *sim) step() {
 		}
 	}
 	s.check()
+}
+
+// head returns the machine's head waiter, if the sim still counts it.
+func (s *sim) head() *waiter {
+	if len(s.n.waiters) == 0 {
+		return nil
+	}
+	return s.n.waiters[0]
+}
+
+// advanceTo lets time pass until t: the machine's timers run first, then
+// keys expire in the model.
+func (s *sim) advanceTo(t time.Time) {
+	n := s.n
+	s.now = t
+	was := n.st
+	s.apply(n.tick(s.now))
+	if was == held && n.st != held {
+		s.orphanOK = true // lost at the local deadline: the key expires by itself
+	}
+	if s.key.owner != "" && !s.now.Before(s.key.expiry) {
+		s.key.owner = ""
+	}
 }
 
 func (s *sim) check() {
@@ -433,6 +493,17 @@ func (s *sim) check() {
 	}
 	if len(n.waiters) > 0 && (n.st == idle || n.st == queued) && !n.r.closed && n.recheck.After(s.now.Add(simLease+simLease/3)) {
 		s.fail("head waiter sleeps until %v", n.recheck.Sub(s.now))
+	}
+	// Waiters are state: a machine with waiters always has a pending wake
+	// for its head: a call in flight, a hold (its release or loss hands
+	// on), or in idle and queued a turn no later than its recheck time.
+	if h := s.head(); h != nil && !n.r.closed {
+		switch {
+		case n.st == lingering:
+			s.fail("a waiter on a lingering machine: nothing wakes it")
+		case (n.st == idle || n.st == queued) && s.asleep[h].After(maxTime(n.recheck, s.now).Add(staleGrace)):
+			s.fail("head waiter asleep for %v, past its turn in %v", s.asleep[h].Sub(s.now), n.recheck.Sub(s.now))
+		}
 	}
 	// Not queued, and the key not held by another: nothing will wake the
 	// head but its own timer, which must not wait for a lease.
@@ -502,9 +573,46 @@ func TestNameMachine(t *testing.T) {
 			handoffs += s.stats.handoffs.Load()
 		}
 	}
+	var sessAcq, sessGranted uint64
+	for seed := range uint64(seeds / 2) {
+		st := runSession(t, seed, 8, steps)
+		sessAcq += st.acquired.Load()
+		sessGranted += st.granted.Load()
+	}
+	if sessAcq == 0 || sessGranted == 0 {
+		t.Fatalf("sessions of several machines: acquired %d, granted %d", sessAcq, sessGranted)
+	}
+	t.Logf("sessions of several machines: acquired %d, granted %d", sessAcq, sessGranted)
 	// The walk must reach the paths it is for.
 	if acquired == 0 || granted == 0 || handoffs == 0 {
 		t.Fatalf("acquired %d, granted %d, handed off %d", acquired, granted, handoffs)
 	}
 	t.Logf("acquired %d, granted %d, handed off locally %d", acquired, granted, handoffs)
+}
+
+// runSession walks several machines of one session at once, as Session
+// keeps them: a lock, two permit slots of a semaphore of 2 and a campaign
+// slot of an election, each against its own model in Redis, sharing the
+// session's rules (Close) and the clock. It returns the session's counters.
+func runSession(t *testing.T, seed uint64, cohort, steps int) *counters {
+	r := &rules{member: "us", lease: simLease, margin: simLease/30 + 10*time.Millisecond, cohort: cohort, track: true}
+	var sims []*sim
+	for _, id := range []nameID{{name: "n"}, {name: "m", kind: semKind}, {name: "m", kind: semKind, slot: 1}, {name: "e", kind: electKind}} {
+		sims = append(sims, newSimOn(t, seed, r, id))
+	}
+	pick := rand.New(rand.NewPCG(seed, 7))
+	for range steps {
+		s := sims[pick.IntN(len(sims))]
+		s.step()
+		for _, o := range sims {
+			if o.now.Before(s.now) {
+				o.advanceTo(s.now)
+			}
+			o.check()
+		}
+	}
+	for _, s := range sims {
+		s.close()
+	}
+	return r.stats
 }

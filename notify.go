@@ -30,7 +30,7 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 			id.kind, slot = electKind, e // an election's campaign slot: "<member>.e<slot>"
 		}
 		k, err := strconv.Atoi(slot)
-		if err != nil || k < 0 || k >= MaxSemaphoreLimit {
+		if err != nil || k < 0 || k >= maxSlots {
 			return
 		}
 		smember, id.slot = sm, k
@@ -158,37 +158,4 @@ func (c *Client) viaName(name string) string {
 		return "S:" + grantChannel(c.prefix, name)
 	}
 	return c.viaC
-}
-
-// subscribeGrants starts the goroutine that listens on n's grant channel
-// until the returned function cancels it (when n is forgotten) or the client
-// closes; s.mu is held. It subscribes again after failures and slot moves;
-// the machine then looks again, as grants may have been missed.
-func (s *Session) subscribeGrants(n *name) func() {
-	c := s.c
-	ctx, cancel := context.WithCancel(c.bg)
-	ok := c.spawn(func(context.Context) {
-		bo := newBackoff(s.lease)
-		for {
-			hctx := rueidis.WithOnSubscriptionHook(ctx, func(ps rueidis.PubSubSubscription) {
-				if ps.Kind != "ssubscribe" {
-					return
-				}
-				s.step(n, n.subscribed)
-			})
-			err := c.rc.Receive(hctx, c.rc.B().Ssubscribe().Channel(grantChannel(c.prefix, n.name)).Build(), c.onMessage)
-			if isRedisErr(err) && !transient(err) {
-				// Refused (NOPERM): tell the waiters rather than let them
-				// wait for grants that cannot reach them.
-				s.step(n, func(time.Time) effects { return n.subRefused(err) })
-			}
-			if pause(ctx, bo.NextBackOff()); ctx.Err() != nil {
-				return
-			}
-		}
-	})
-	if !ok {
-		cancel()
-	}
-	return cancel
 }

@@ -81,13 +81,16 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		if !subscribed {
 			continue
 		}
+		changed := false
 		for _, ev := range evs {
 			if ev.after(cur) {
-				cur = ev
-				arm()
-				if sent {
-					send()
-				}
+				cur, changed = ev, true
+			}
+		}
+		if changed {
+			arm()
+			if sent {
+				send() // the latest of the batch: a slow reader gets no backlog
 			}
 		}
 		if !resub && !reread && sent {
@@ -163,113 +166,29 @@ func (w *watcher) take() ([]leaderState, bool) {
 	return evs, resub
 }
 
-// electSub is the subscription to one election's announcements, shared
-// by every Observe goroutine of the client on that name: two Receive loops
-// on one channel would share a connection's subscription (see semSub).
-// The last watcher out stops it; a successor waits for it to end.
-type electSub struct {
-	watchers map[*watcher]struct{} // guarded by Client.semMu
-	ready    bool                  // guarded by Client.semMu: confirmed at least once
-	stopping bool                  // guarded by Client.semMu: cancelled
-	cancel   context.CancelFunc    // stops the loop
-	done     chan struct{}         // closed once the loop has ended
-}
-
-// watchElection adds w to lname's subscription, started if need be, and
-// returns the function that takes it out again. A subscription already
-// confirmed counts for w at once.
+// watchElection adds w to the client's subscription of lname's
+// announcements, started if need be, and returns the function that takes
+// it out again. A subscription confirmed already counts for w at once.
 func (c *Client) watchElection(lname string, w *watcher) func() {
-	c.semMu.Lock()
-	defer c.semMu.Unlock()
-	sub := c.electSubs[lname]
-	if sub == nil || sub.stopping {
-		prev := sub
-		sub = &electSub{watchers: make(map[*watcher]struct{}), done: make(chan struct{})}
-		if c.electSubs == nil {
-			c.electSubs = make(map[string]*electSub)
-		}
-		c.electSubs[lname] = sub
-		sub.cancel = c.runElectSub(lname, sub, prev)
-	}
-	sub.watchers[w] = struct{}{}
-	if sub.ready {
+	leave, ready := listen(c, c.electSubs, channel[*watcher]{
+		name:  electChannel(c.prefix, lname),
+		shard: c.sharded,
+		message: func(m rueidis.PubSubMessage, ws []*watcher) {
+			if ev, ok := parseElectEvent(m.Message); ok {
+				for _, w := range ws {
+					w.push(&ev)
+				}
+			}
+		},
+		confirmed: func(ws []*watcher) {
+			for _, w := range ws {
+				w.push(nil)
+			}
+		},
+		backoff: time.Second,
+	}, w)
+	if ready {
 		w.push(nil)
 	}
-	return func() {
-		c.semMu.Lock()
-		defer c.semMu.Unlock()
-		delete(sub.watchers, w)
-		if len(sub.watchers) == 0 && !sub.stopping {
-			sub.stopping = true
-			sub.cancel()
-		}
-	}
-}
-
-// runElectSub starts the goroutine that listens on lname's announcement
-// channel for sub's watchers, after prev's loop (if any) has ended, until
-// cancelled or the client closes; it subscribes again after failures,
-// and each confirmation makes the watchers read the leader again.
-// c.semMu is held.
-func (c *Client) runElectSub(lname string, sub *electSub, prev *electSub) context.CancelFunc {
-	ctx, cancel := context.WithCancel(c.bg)
-	ch := electChannel(c.prefix, lname)
-	ok := c.spawn(func(context.Context) {
-		defer c.electSubEnded(lname, sub)
-		if prev != nil {
-			select {
-			case <-prev.done:
-			case <-ctx.Done():
-				return
-			}
-		}
-		bo := newBackoff(time.Second)
-		kind := "subscribe"
-		cmd := func() rueidis.Completed { return c.rc.B().Subscribe().Channel(ch).Build() }
-		if c.sharded {
-			kind = "ssubscribe"
-			cmd = func() rueidis.Completed { return c.rc.B().Ssubscribe().Channel(ch).Build() }
-		}
-		for {
-			hctx := rueidis.WithOnSubscriptionHook(ctx, func(ps rueidis.PubSubSubscription) {
-				if ps.Kind == kind && ps.Channel == ch {
-					c.electNotify(sub, nil)
-				}
-			})
-			c.rc.Receive(hctx, cmd(), func(m rueidis.PubSubMessage) {
-				if ev, ok := parseElectEvent(m.Message); ok {
-					c.electNotify(sub, &ev)
-				}
-			})
-			if pause(ctx, bo.NextBackOff()); ctx.Err() != nil {
-				return
-			}
-		}
-	})
-	if !ok {
-		cancel()
-		close(sub.done)
-	}
-	return cancel
-}
-
-// electNotify hands an announcement (or with ev nil a confirmed
-// subscription) to sub's watchers.
-func (c *Client) electNotify(sub *electSub, ev *leaderState) {
-	c.semMu.Lock()
-	defer c.semMu.Unlock()
-	sub.ready = sub.ready || ev == nil
-	for w := range sub.watchers {
-		w.push(ev)
-	}
-}
-
-// electSubEnded forgets sub once its loop has ended.
-func (c *Client) electSubEnded(lname string, sub *electSub) {
-	c.semMu.Lock()
-	defer c.semMu.Unlock()
-	if c.electSubs[lname] == sub {
-		delete(c.electSubs, lname)
-	}
-	close(sub.done)
+	return leave
 }

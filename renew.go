@@ -2,6 +2,8 @@ package baton
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/batonlock/baton/internal/script"
@@ -21,28 +23,34 @@ const checkSlack = 20 * time.Millisecond
 type renewal struct {
 	s     *Session
 	n     *name
-	owner string // the hold's owner token when the batch was built; "" for a queue entry
+	owner string    // the hold's owner token when the batch was built; "" for a queue entry
+	until time.Time // after this the reply is of no use
 }
 
-// renewLoop is the client's one renewal loop. Every LeaseTTL/3 of each
-// session it extends every held key and refreshes every queue entry of that
-// session, in one script call per hash slot (per maxBatch names on a single
-// server), all pipelined: one round trip per Redis node per tick. It also
-// declares holds lost at their local lease deadline.
+// renewLoop is the client's one renewal loop and its timer queue. Every
+// LeaseTTL/3 of each session it extends every held key and refreshes every
+// queue entry of that session, in one script call per hash slot (per
+// maxBatch names on a single server), all pipelined: one round trip per
+// Redis node per tick. Between ticks it wakes at the earliest time any
+// machine asks for (a hold's check or deadline, a linger's end, a dirty
+// name's expiry; see name.due), and a transition that asks for an earlier
+// time than the one it sleeps until wakes it (Client.wakeBy).
 func (c *Client) renewLoop() {
 	defer c.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	var inflight *renewBatch // the round trip under way, if any
-	results := make(chan *renewBatch, 1)
+	results := make(chan *renewBatch, maxInflight)
+	inflight := 0
 	defer func() {
-		if inflight != nil {
+		for ; inflight > 0; inflight-- {
 			<-results // cancelled with c.bg; wait for its goroutine
 		}
 	}()
 	for {
-		var next time.Time
-		next, inflight = c.renewDue(time.Now(), inflight, results)
+		c.loopAt.Store(math.MaxInt64) // awake: any time asked for now wakes it again
+		next, started := c.renewDue(time.Now(), inflight < maxInflight, results)
+		inflight += started
+		c.loopAt.Store(next.UnixNano())
 		t.Reset(time.Until(next))
 		select {
 		case <-c.closing:
@@ -50,11 +58,16 @@ func (c *Client) renewLoop() {
 		case <-t.C:
 		case <-c.renewC:
 		case b := <-results:
-			inflight = nil
+			inflight--
 			c.renewApply(b)
 		}
 	}
 }
+
+// maxInflight bounds the renewal round trips under way at once. A round
+// trip may take until the deadlines of the holds it renews (a slow Redis),
+// so the next tick's goes out meanwhile rather than wait for it.
+const maxInflight = 4
 
 // renewBatch is one renewal round trip: what was sent, and its replies.
 type renewBatch struct {
@@ -73,40 +86,44 @@ func (c *Client) kickRenewal() {
 	}
 }
 
-// renewDue declares holds past their deadline lost, starts a round trip
-// for what is due (unless one is under way: the round trip runs in its own
-// goroutine, so that a connection that hangs cannot delay any deadline), and
-// returns when to look again.
-func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *renewBatch) (time.Time, *renewBatch) {
+// wakeBy makes the loop look by t: it kicks the loop when it sleeps until
+// later (or is awake, and might miss t).
+func (c *Client) wakeBy(t time.Time) {
+	if t.UnixNano() < c.loopAt.Load() {
+		c.kickRenewal()
+	}
+}
+
+// renewDue applies the passing of time to every machine (holds past their
+// deadline are lost), starts a round trip for the renewals and checks that
+// are due when send allows (the round trip runs in its own goroutine, so
+// that a connection that hangs cannot delay any deadline), and returns
+// when to look again and how many round trips it started.
+func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) (time.Time, int) {
 	next := now.Add(time.Hour)
 	var (
-		batch    []renewal
-		due      []*Session
-		deadline = now.Add(time.Hour)
+		batch []renewal
+		due   []*Session
+		until time.Time // the latest time a reply is of use
 	)
-	tick := time.Hour
 	for _, s := range c.allSessions() {
-		tick = min(tick, s.lease/3)
+		// At least once a tick, should a time asked for be missed.
+		next = minTime(next, now.Add(s.lease/3))
 		var a after
 		s.mu.Lock()
 		if s.nextRenew.IsZero() {
 			s.nextRenew = now.Add(s.lease / 3)
 		}
-		isDue := !now.Before(s.nextRenew) && inflight == nil
+		isDue := send && !now.Before(s.nextRenew)
 		k := len(batch)
 		for _, n := range s.names {
-			if e := n.tick(now); !e.empty() {
-				a.add(s, n, e)
+			a.add(s, n, n.tick(now))
+			if r, ok := n.renewal(now, isDue, send); ok {
+				batch = append(batch, r)
+				until = maxTime(until, r.until)
 			}
-			switch {
-			case n.st == held:
-				deadline = minTime(deadline, n.hold.deadline)
-				if isDue {
-					batch = append(batch, renewal{s, n, n.hold.owner})
-					n.hold.checkAt = time.Time{}
-				}
-			case isDue && n.st == queued && len(n.waiters) > 0:
-				batch = append(batch, renewal{s: s, n: n})
+			if at := n.due(); !at.IsZero() && (send || n.st != held || at.Equal(n.hold.deadline)) {
+				next = minTime(next, at) // checks wait for a round trip to end when none may start
 			}
 		}
 		if isDue {
@@ -115,28 +132,16 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 				due = append(due, s)
 			}
 		}
-		if inflight == nil {
-			var at time.Time
-			batch, at = s.checksDue(now, batch)
-			if !at.IsZero() {
-				next = minTime(next, at)
-			}
-		}
-		if inflight == nil {
-			// While a round trip is under way, its reply wakes the loop.
+		if send {
 			next = minTime(next, s.nextRenew)
 		}
 		s.mu.Unlock()
 		a.do(s)
 	}
-	// Look at least once a tick: a hold acquired meanwhile may not wake us,
-	// and a round trip may outlast its context.
-	next = minTime(minTime(next, deadline), now.Add(tick))
 	if len(batch) == 0 {
-		return next, inflight
+		return next, 0
 	}
-	// A renewal still unanswered at the earliest deadline is of no use.
-	ctx, cancel := context.WithDeadline(c.bg, minTime(deadline, now.Add(tick)))
+	ctx, cancel := context.WithDeadline(c.bg, until)
 	b := &renewBatch{groups: c.group(batch), due: due, sent: time.Now()}
 	calls := make([]script.Call, len(b.groups))
 	for i, g := range b.groups {
@@ -147,34 +152,24 @@ func (c *Client) renewDue(now time.Time, inflight *renewBatch, results chan<- *r
 		b.res, b.unconfirmed = c.renewSend(ctx, calls)
 		results <- b
 	}()
-	return next, b
+	return next, 1
 }
 
-// checksDue adds to batch the holds whose checkAt has come (new holds, and
-// keys that changed), or comes within checkSlack, so that the checks of
-// many new holds share round trips; it returns when the next one comes.
+// renewal returns n's part of a round trip at now, if it has one: its
+// hold's renewal when the session's tick is due or the hold's check has
+// come (or comes within checkSlack, so that the checks of many new holds
+// share round trips), its queue entry's refresh on the session's tick.
 // s.mu is held.
-func (s *Session) checksDue(now time.Time, batch []renewal) ([]renewal, time.Time) {
-	var next time.Time
-	keep := s.track[:0]
-	for _, n := range s.track {
-		h := n.hold
-		switch {
-		case n.st != held || h.checkAt.IsZero():
-			// Gone, or renewed with the session.
-		case !now.Add(checkSlack).Before(h.checkAt):
-			h.checkAt = time.Time{}
-			batch = append(batch, renewal{s, n, h.owner})
-		default:
-			keep = append(keep, n)
-			if next.IsZero() || h.checkAt.Before(next) {
-				next = h.checkAt
-			}
-		}
+func (n *name) renewal(now time.Time, tick, send bool) (renewal, bool) {
+	switch {
+	case n.st == held && (tick || send && !n.hold.checkAt.IsZero() && !now.Add(checkSlack).Before(n.hold.checkAt)):
+		n.hold.checkAt = time.Time{}
+		return renewal{s: n.s, n: n, owner: n.hold.owner, until: n.hold.deadline}, true
+	case tick && n.st == queued && len(n.waiters) > 0:
+		// Of use until the entry lapses.
+		return renewal{s: n.s, n: n, until: now.Add(n.r.lease / 2)}, true
 	}
-	clear(s.track[len(keep):])
-	s.track = keep
-	return batch, next
+	return renewal{}, false
 }
 
 // renewApply applies the replies of a round trip.
@@ -190,9 +185,10 @@ func (c *Client) renewApply(b *renewBatch) {
 			err = ErrNotReplicated
 		}
 		if err == nil && len(vals) != len(g) {
-			err = rueidis.Nil
+			err = fmt.Errorf("baton: renewal reply of %d results for %d names", len(vals), len(g))
 		}
 		for j, r := range g {
+			var v int64
 			if err != nil {
 				f := failed[r.s]
 				if f == nil {
@@ -200,33 +196,46 @@ func (c *Client) renewApply(b *renewBatch) {
 					failed[r.s] = f
 				}
 				f.names++
-				continue
+			} else {
+				v = vals[j]
 			}
-			ok := vals[j] == 1
 			r.s.step(r.n, func(now time.Time) effects {
-				if r.owner != "" {
-					return r.n.renewed(r.owner, ok, b.sent, now)
+				switch {
+				case r.owner != "":
+					return r.n.renewed(r.owner, v, b.sent, now, err)
+				case err == nil:
+					return r.n.entryRenewed(v == 1, b.sent)
 				}
-				return r.n.entryRenewed(ok, b.sent)
+				return effects{}
 			})
 		}
 	}
 	for _, s := range b.due {
 		f := failed[s]
+		var warn bool
 		s.mu.Lock()
 		if f != nil {
-			c.stats.renewErrs.Add(1)
 			if s.retry == nil {
 				s.retry = newBackoff(s.lease)
 			}
-			s.nextRenew = time.Now().Add(s.retry.NextBackOff())
+			s.nextRenew = minTime(s.nextRenew, time.Now().Add(s.retry.NextBackOff()))
+			// The Logger gets at most one warning per session tick.
+			if warn = time.Since(s.warned) >= s.lease/3; warn {
+				s.warned = time.Now()
+			}
 		} else {
 			s.retry = nil
-			s.nextRenew = b.sent.Add(s.lease / 3)
 		}
 		s.mu.Unlock()
 		if f != nil {
-			c.report(context.Background(), Event{Kind: RenewalFailed, Err: f.err, Count: f.names})
+			c.stats.renewErrs.Add(1)
+			ev := Event{Kind: RenewalFailed, Err: f.err, Count: f.names}
+			if c.obs != nil {
+				c.obs.Observe(context.Background(), ev)
+			}
+			if warn && c.log != nil {
+				c.logEvent(context.Background(), ev)
+			}
 		}
 	}
 }
@@ -321,6 +330,13 @@ func renewCall(g []renewal, track bool) script.Call {
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
 		return b
 	}
 	return a

@@ -3,9 +3,6 @@ package baton
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // MaxSemaphoreLimit is the largest limit a Semaphore accepts.
@@ -22,12 +19,13 @@ const MaxSemaphoreLimit = 1024
 // caller already holds. Waiting sessions are served in FIFO order in Redis
 // and woken by the release that frees a permit, never by polling.
 //
-// Inside a session, each permit is one of Limit slots, each queued in
-// Redis on its own; a goroutine that calls Acquire joins an idle slot, or
-// else the slot with the fewest waiters, so FIFO order among the goroutines
-// of one session is approximate. Permits are never handed from goroutine to
-// goroutine without Redis (Options.CohortLimit does not apply), so that
-// tokens keep rising across permits.
+// Inside a session, each Acquire waits in a permit slot of its own, a
+// member of the Redis queue (up to maxSlots of them per name and session;
+// beyond, Acquire calls share slots), so FIFO order holds for every caller,
+// across sessions and within one: a permit freed by anyone goes to the
+// first caller in line, whichever slot it was. Permits are never handed
+// from goroutine to goroutine without Redis (Options.CohortLimit does not
+// apply), so that tokens keep rising across permits.
 //
 // A semaphore's keys are "<prefix>:s:{<name>}" (a hash of its holders, its
 // last fence and its limit), ":q" and ":d" (its queue), in the slot of the
@@ -78,51 +76,63 @@ func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
 
 // TryAcquire makes one attempt to take a permit. It returns an error
 // matching ErrNotAcquired when no permit is free for it: all are held, or
-// sessions are queued for one, or every permit slot of this session is
-// held or awaited. ctx bounds the round trip.
+// sessions are queued for one. ctx bounds the round trip.
 func (m *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
 	return m.s.acquireOn(ctx, PrimitiveSemaphore, m.name, false, func() (*name, error) { return m.slotLocked(false) })
 }
 
-// slotLocked picks the permit slot machine a caller joins: the first idle
-// slot without waiters (for Acquire also one lingering in the queue),
-// else, for Acquire, the slot with the fewest waiters; s.mu is held.
+// slotLocked picks the permit slot machine a caller joins, looking at the
+// slots up to the first that has no machine: for Acquire, a slot lingering
+// in the queue without waiters (its entry is in line already), else the
+// first slot that is idle without waiters, so that each caller has a
+// member of its own in Redis; past maxSlots busy slots, for Acquire, the
+// one with the fewest waiters. s.mu is held.
 func (m *Semaphore) slotLocked(wait bool) (*name, error) {
 	s := m.s
-	var best *name
-	free := -1
-	for k := range m.limit {
+	var free, linger, fewest *name
+	k := 0
+	for ; k < maxSlots; k++ {
 		n := s.names[nameID{name: m.name, kind: semKind, slot: k}]
-		if n != nil && n.limit == 0 {
+		if n == nil {
+			break
+		}
+		if n.limit == 0 {
 			n.limit = m.limit // made by a grant before the limit was known
 		}
 		switch {
-		case n == nil:
-			free = firstOf(free, k)
-		case n.limit != 0 && n.limit != m.limit:
+		case n.limit != m.limit && (n.st != idle || len(n.waiters) > 0):
 			return nil, fmt.Errorf("%w: semaphore %q is in use in this session with limit %d, this Semaphore has limit %d",
 				ErrLimitMismatch, truncate(m.name), n.limit, m.limit)
-		case len(n.waiters) == 0 && (n.st == idle || wait && n.st == lingering):
-			free = firstOf(free, k)
-		case wait && (best == nil || len(n.waiters) < len(best.waiters)):
-			best = n
+		case len(n.waiters) > 0:
+			if fewest == nil || len(n.waiters) < len(fewest.waiters) {
+				fewest = n
+			}
+		case n.st == lingering && linger == nil:
+			linger = n
+		case n.st == idle && free == nil:
+			free = n
 		}
 	}
-	if free >= 0 {
-		return s.nameLocked(nameID{name: m.name, kind: semKind, slot: free}, m.limit), nil
+	var n *name
+	switch {
+	case wait && linger != nil:
+		n = linger
+	case free != nil:
+		n = free
+	case k < maxSlots:
+		n = s.nameLocked(nameID{name: m.name, kind: semKind, slot: k}, m.limit)
+	case wait && fewest != nil:
+		n = fewest
+	default:
+		return nil, fmt.Errorf("%w: %q: %d permit slots of this session are held or awaited", ErrNotAcquired, truncate(m.name), maxSlots)
 	}
-	if best == nil {
-		return nil, fmt.Errorf("%w: %q: every permit slot of this session is held or awaited", ErrNotAcquired, truncate(m.name))
-	}
-	return best, nil
+	n.limit = m.limit
+	return n, nil
 }
 
-func firstOf(i, k int) int {
-	if i < 0 {
-		return k
-	}
-	return i
-}
+// maxSlots bounds the permit slots of one semaphore name and session (so
+// the members a session queues), and the campaign slots of an election.
+const maxSlots = 4096
 
 // semLimitLocked returns the limit of semaphore id.name as a machine of
 // the session knows it (0 if none does, or id is a lock), for a machine a
@@ -140,100 +150,4 @@ func (s *Session) semLimitLocked(id nameID) int {
 		}
 	}
 	return 0
-}
-
-// semSub is the grant subscription of one semaphore name on Redis
-// Cluster, shared by the permit slots of every session of the client: two
-// SSUBSCRIBE loops on one channel would share a connection's subscription
-// (rueidis confirms each to both, delivers each message to both, and the
-// first to stop would end the other's).
-type semSub struct {
-	slots  map[*name]struct{} // guarded by Client.semMu: the machines listening
-	ready  bool               // guarded by Client.semMu: confirmed at least once
-	cancel context.CancelFunc // stops the loop
-}
-
-// subscribeSemLocked adds n to its semaphore's shared grant subscription,
-// started if new, and returns the function that takes it out again (the
-// last one out stops the loop); s.mu is held, as it is for that function.
-// A subscription already confirmed counts for n at once: its wake-ups go
-// into e.
-func (s *Session) subscribeSemLocked(n *name, e *effects) func() {
-	c := s.c
-	c.semMu.Lock()
-	defer c.semMu.Unlock()
-	sub := c.semSubs[n.name]
-	if sub == nil {
-		sub = &semSub{slots: make(map[*name]struct{})}
-		if c.semSubs == nil {
-			c.semSubs = make(map[string]*semSub)
-		}
-		c.semSubs[n.name] = sub
-		sub.cancel = c.runSemSub(n.name, sub)
-	}
-	sub.slots[n] = struct{}{}
-	if sub.ready {
-		*e = e.merge(n.subscribed(time.Now()))
-	}
-	return func() {
-		c.semMu.Lock()
-		defer c.semMu.Unlock()
-		delete(sub.slots, n)
-		if len(sub.slots) == 0 && c.semSubs[n.name] == sub {
-			delete(c.semSubs, n.name)
-			sub.cancel()
-		}
-	}
-}
-
-// runSemSub starts the goroutine that listens on semaphore lname's grant
-// channel for sub's machines until cancelled or the client closes,
-// subscribing again after failures and slot moves (the machines then look
-// again, as grants may have been missed). c.semMu is held.
-func (c *Client) runSemSub(lname string, sub *semSub) context.CancelFunc {
-	ctx, cancel := context.WithCancel(c.bg)
-	ok := c.spawn(func(context.Context) {
-		bo := newBackoff(time.Second)
-		for {
-			hctx := rueidis.WithOnSubscriptionHook(ctx, func(ps rueidis.PubSubSubscription) {
-				if ps.Kind == "ssubscribe" {
-					c.eachSlot(sub, true, func(n *name, now time.Time) effects { return n.subscribed(now) })
-				}
-			})
-			err := c.rc.Receive(hctx, c.rc.B().Ssubscribe().Channel(semGrantChannel(c.prefix, lname)).Build(), c.onMessage)
-			if isRedisErr(err) && !transient(err) {
-				// Refused (NOPERM): tell the waiters.
-				c.eachSlot(sub, false, func(n *name, _ time.Time) effects { return n.subRefused(err) })
-			}
-			if pause(ctx, bo.NextBackOff()); ctx.Err() != nil {
-				return
-			}
-		}
-	})
-	if !ok {
-		cancel()
-	}
-	return cancel
-}
-
-// eachSlot applies t to every machine of sub (marking sub ready first, if
-// confirmed), under each one's session mutex, and carries out the effects.
-func (c *Client) eachSlot(sub *semSub, confirmed bool, t func(n *name, now time.Time) effects) {
-	c.semMu.Lock()
-	sub.ready = sub.ready || confirmed
-	bySession := make(map[*Session][]*name)
-	for n := range sub.slots {
-		bySession[n.s] = append(bySession[n.s], n)
-	}
-	c.semMu.Unlock()
-	for s, ns := range bySession {
-		var a after
-		s.mu.Lock()
-		now := time.Now()
-		for _, n := range ns {
-			a.add(s, n, t(n, now))
-		}
-		s.mu.Unlock()
-		a.do(s)
-	}
 }

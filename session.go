@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,11 +29,11 @@ type Session struct {
 	leaseMs  string // lease in ms, as scripts take it
 	lingerMs string // how long a lingering release keeps us queued (lease/2), in ms
 
-	mu        sync.Mutex // protects names, rules.closed, nextRenew, retry and every name and Lock of the session
+	mu        sync.Mutex // protects names, rules.closed, nextRenew, retry, warned and every name and Lock of the session
 	names     map[nameID]*name
-	track     []*name // names whose hold has a checkAt, for the renewal loop
 	nextRenew time.Time
 	retry     backoff.BackOff // paces renewal after failures; nil while renewals succeed
+	warned    time.Time       // when the Logger last got a renewal warning
 	done      chan struct{}   // closed by Close
 	quiet     chan struct{}   // size 1: a call of the closed session ended
 }
@@ -108,18 +109,24 @@ func (s *Session) Do(ctx context.Context, name string, fn func(ctx context.Conte
 
 // Close releases every lock of the session, leaves every Redis queue it is
 // in and fails its waiters with ErrClosed. It returns within about one
-// lease, whatever the number of names and the state of Redis; keys that
-// could not be released expire with their lease. Closing twice is harmless.
+// lease, whatever the number of names, the calls in flight and the state of
+// Redis; keys that could not be released expire with their lease. Closing
+// twice is harmless.
 func (s *Session) Close() error {
-	start := time.Now()
-	jobs, es, ok := s.closeNames(start)
+	return s.closeBy(time.Now().Add(s.lease))
+}
+
+// closeBy is Close, done by the time by (Client.Close shares one budget
+// among its sessions).
+func (s *Session) closeBy(by time.Time) error {
+	jobs, es, ok := s.closeNames(time.Now())
 	if !ok {
 		return nil
 	}
 	for i := range es {
 		s.signal(&es[i])
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), start.Add(s.lease))
+	ctx, cancel := context.WithDeadline(s.c.bg, by)
 	defer cancel()
 	defer s.c.dropSession(s)
 	err := s.runAll(ctx, jobs)
@@ -128,7 +135,7 @@ func (s *Session) Close() error {
 		select {
 		case <-s.quiet:
 		case <-ctx.Done():
-			return errors.Join(err, fmt.Errorf("baton: close: calls still in flight after %v; their keys expire with the lease", s.lease))
+			return errors.Join(err, fmt.Errorf("baton: close: calls still in flight after %v; their keys expire with the lease", time.Until(by)+s.lease))
 		}
 	}
 	return err
@@ -236,9 +243,6 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 	replied := s.acquireCall(ctx, n, req, func(sent time.Time, a attempt, cerr error) {
 		s.step(n, func(now time.Time) (e effects) {
 			l, e = n.acquireReply(req.seq, sent, now, a, cerr, time.Time{})
-			if l != nil {
-				l.give()
-			}
 			err, closed, got = cerr, s.closed, true
 			return e
 		})
@@ -257,6 +261,9 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 			return nil, fmt.Errorf("baton: trylock %q: %w", truncate(n.name), ctx.Err())
 		}
 	}
+	if l != nil && !s.giveLock(l) {
+		l, closed = nil, true // a Close ended it before it reached the caller
+	}
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("baton: trylock %q: %w", truncate(n.name), err)
@@ -266,6 +273,19 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 		return nil, ErrClosed
 	}
 	return nil, fmt.Errorf("%w: %q", ErrNotAcquired, truncate(n.name))
+}
+
+// giveLock hands l to its caller (see Lock.give) unless it has ended
+// already (a Close began before the call returned); it reports whether it
+// did.
+func (s *Session) giveLock(l *Lock) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.err != nil {
+		return false
+	}
+	l.give()
+	return true
 }
 
 // acquireCall makes the acquire call req and hands its reply to apply,
@@ -287,6 +307,7 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 		timer   *time.Timer
 		lastErr error
 		bo      *backoff.ExponentialBackOff // paces retries after transient errors; nil after a success
+		ended   error                       // a Campaign's ctx ended while it learns its last attempt's outcome
 	)
 	defer func() {
 		if timer != nil {
@@ -294,35 +315,15 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 		}
 	}()
 	for {
-		var (
-			l       *Lock
-			req     *request
-			at      time.Time
-			closed  bool
-			lerr    error
-			refused error
-		)
-		s.step(n, func(now time.Time) effects {
-			l, req, at, refused = n.poll(w, now)
-			if closed = s.closed; l != nil {
-				if lerr = l.err; lerr == nil {
-					l.give()
-				}
-			}
-			return effects{}
-		})
+		l, req, at, unsure, err := s.waitTurn(n, w)
 		switch {
-		case l != nil && lerr != nil:
-			return nil, ErrClosed
-		case refused != nil:
-			return s.leave(n, w, true, fmt.Errorf("baton: lock %q: subscribe to its grant channel: %w", truncate(n.name), refused))
+		case err != nil:
+			return s.leave(n, w, true, err)
 		case l != nil:
 			if w.slept {
 				s.c.stats.waits.Add(1)
 			}
 			return l, nil
-		case closed:
-			return s.leave(n, w, lastErr == nil, ErrClosed)
 		case req != nil:
 			err, replied := s.attempt(ctx, n, req, &bo)
 			switch {
@@ -336,6 +337,9 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 			}
 			lastErr = err
 			continue
+		case ended != nil && !unsure:
+			s.c.stats.timeouts.Add(1)
+			return s.leave(n, w, false, ended)
 		}
 		if !w.slept {
 			w.slept = true
@@ -346,11 +350,43 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 		switch ctxEnded, closed := s.sleep(ctx, w, &timer, at); {
 		case closed:
 			return s.leave(n, w, lastErr == nil, ErrClosed)
+		case ctxEnded && n.id.kind == electKind && unsure && ended == nil:
+			// The last attempt's reply was lost: it may have made this
+			// Campaign the leader, which observers were told of. Learn
+			// the outcome (within a lease) before giving up, and return
+			// the leadership if it is ours.
+			ended = gaveUp(ctx, n, lastErr)
+			var cancel context.CancelFunc
+			ctx, cancel = detach(ctx, s.c.bg, s.lease)
+			defer cancel()
 		case ctxEnded:
+			// Return at ctx's end: leaving the queue goes on in the
+			// background.
 			s.c.stats.timeouts.Add(1)
-			return s.leave(n, w, lastErr == nil, gaveUp(ctx, n, lastErr))
+			return s.leave(n, w, false, cmp.Or(ended, gaveUp(ctx, n, lastErr)))
 		}
 	}
+}
+
+// waitTurn is the head waiter's turn at the machine (see name.poll): the
+// lock handed to w (counted as given), a call to make, or when to look
+// again, and whether the last reply was lost; err when w must stop
+// waiting (Close, a refused subscription).
+func (s *Session) waitTurn(n *name, w *waiter) (l *Lock, req *request, at time.Time, unsure bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, req, at, err = n.poll(w, time.Now())
+	switch {
+	case l != nil && l.err != nil:
+		return nil, nil, time.Time{}, false, ErrClosed
+	case l != nil:
+		l.give()
+	case err != nil:
+		err = fmt.Errorf("baton: lock %q: subscribe to its grant channel: %w", truncate(n.name), err)
+	case s.closed:
+		err = ErrClosed
+	}
+	return l, req, at, n.unsure, err
 }
 
 // gaveUp is Lock's error when ctx ended: ctx's, and the last Redis error
@@ -397,6 +433,12 @@ func (s *Session) sleep(ctx context.Context, w *waiter, timer **time.Timer, at t
 // *bo paces retries after transient errors. It reports false if ctx ended
 // first (see acquireCall).
 func (s *Session) attempt(ctx context.Context, n *name, req *request, bo **backoff.ExponentialBackOff) (error, bool) {
+	if n.id.kind == electKind {
+		// A Campaign's attempt may make it the leader, which observers are
+		// told of at once: never abandon it to ctx, so that every leader
+		// announced is one its Campaign returns.
+		ctx = context.WithoutCancel(ctx)
+	}
 	var err error
 	replied := s.acquireCall(ctx, n, req, func(sent time.Time, a attempt, cerr error) {
 		var retry time.Time

@@ -49,16 +49,18 @@ type request struct {
 type effects struct {
 	call   *request  // a script to send now
 	wake   []*waiter // waiters to wake
-	renew  bool      // a hold's lease counts from a grant: renew soon
+	at     time.Time // the renewal loop must look at the machine by then (zero: no new time)
 	sub    bool      // Redis Cluster: subscribe to the name's grant channel
 	forget bool      // the name is idle: drop it and its subscription
-	check  bool      // the hold has a checkAt: the renewal loop must look at it
 	queued bool      // a waiter went to sleep in the Redis queue (test hook)
 	ended  []*Lock   // locks a caller had that ended by loss or Close, for the Observer
 }
 
-func (e *effects) empty() bool {
-	return e.call == nil && len(e.wake) == 0 && !e.renew && !e.sub && !e.forget && !e.check && len(e.ended) == 0
+// due asks the renewal loop to look at the machine by t.
+func (e *effects) due(t time.Time) {
+	if e.at.IsZero() || t.Before(e.at) {
+		e.at = t
+	}
 }
 
 func (e *effects) wakeHead(n *name) {
@@ -77,7 +79,9 @@ func (e effects) merge(b effects) effects {
 	}
 	e.wake = append(e.wake, b.wake...)
 	e.ended = append(e.ended, b.ended...)
-	e.renew = e.renew || b.renew
+	if !b.at.IsZero() {
+		e.due(b.at)
+	}
 	e.sub = e.sub || b.sub
 	e.forget = e.forget || b.forget
 	e.queued = e.queued || b.queued
@@ -186,26 +190,33 @@ func (s *Session) step(n *name, t func(now time.Time) effects) {
 	}
 }
 
-// background makes req in a goroutine that the client owns.
+// background makes req in a goroutine that the client owns, bounded by
+// the client's life.
 func (s *Session) background(n *name, req *request) {
-	s.c.spawn(func(context.Context) { s.run(context.Background(), n, req) })
+	s.c.spawn(func(bg context.Context) { s.run(bg, n, req) })
 }
 
-// await runs call, never abandoning it: rueidis still sends a call whose
-// ctx has ended, and it would run unseen (take a lock or queue us for
-// nobody, release a newer hold of ours), so the call's fate must reach the
-// machine. When ctx can end, call runs in a goroutine of the client with
-// ctx's values but not its end, and the caller waits for it as long as ctx
-// lasts; await reports false if ctx ended first.
+// await runs call, never abandoning it to the caller's ctx: rueidis still
+// sends a call whose ctx has ended, and it would run unseen (take a lock or
+// queue us for nobody, release a newer hold of ours), so the call's fate
+// must reach the machine. call gets ctx's values, not its end: it ends at
+// the latest after a lease (a later reply is of no use: the machine treats
+// the outcome as unknown) or when the client stops (Close's budget). When
+// ctx can end, call runs in a goroutine of the client and the caller waits
+// for it as long as ctx lasts; await reports false if ctx ended first.
 func (s *Session) await(ctx context.Context, call func(ctx context.Context)) bool {
 	if ctx.Done() == nil {
-		call(ctx)
+		dctx, cancel := detach(ctx, s.c.bg, s.lease)
+		defer cancel()
+		call(dctx)
 		return true
 	}
 	done := make(chan struct{})
-	if !s.c.spawn(func(context.Context) {
+	if !s.c.spawn(func(bg context.Context) {
 		defer close(done)
-		call(context.WithoutCancel(ctx))
+		dctx, cancel := detach(ctx, bg, s.lease)
+		defer cancel()
+		call(dctx)
 	}) {
 		call(ctx) // the client has stopped: Redis is closed, the call fails at once
 		return true
@@ -215,6 +226,17 @@ func (s *Session) await(ctx context.Context, call func(ctx context.Context)) boo
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// detach returns a context with ctx's values that ends with bg (the
+// client's), not with ctx, and at the latest after d.
+func detach(ctx, bg context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	stop := context.AfterFunc(bg, cancel)
+	return dctx, func() {
+		stop()
+		cancel()
 	}
 }
 
@@ -230,21 +252,10 @@ func (s *Session) afterLocked(n *name, e *effects) *request {
 		}
 	}
 	if e.sub && n.unsub == nil {
-		if n.id.kind.permit() {
-			n.unsub = s.subscribeSemLocked(n, e)
-		} else {
-			n.unsub = s.subscribeGrants(n)
-		}
+		n.unsub = s.listenGrants(n, e)
 	}
-	if e.check {
-		// The renewal loop looks at the names in s.track.
-		s.track = append(s.track, n)
-		if len(s.track) == 1 {
-			e.renew = true
-		}
-	}
-	if e.renew {
-		s.c.kickRenewal()
+	if !e.at.IsZero() {
+		s.c.wakeBy(e.at)
 	}
 	if s.closed && !n.st.inCall() {
 		select {
@@ -283,8 +294,13 @@ func (s *Session) run(ctx context.Context, n *name, req *request) error {
 				until = first.Add(s.lease)
 			}
 			rctx, cancel := context.WithDeadline(ctx, until)
-			o, sent, cerr := s.callRelease(rctx, n, req)
+			o, sent, cerr, last := s.callRelease(rctx, n, req)
 			cancel()
+			if cerr != nil && rctx.Err() != nil && ctx.Err() == nil {
+				// Our own bound ended, not the caller's ctx: never report
+				// that as the caller's context error.
+				cerr = unconfirmed(last)
+			}
 			s.step(n, func(now time.Time) (e effects) {
 				e, err = n.releaseReply(req.seq, first, sent, now, o, cerr)
 				return e

@@ -53,7 +53,7 @@ func (r *run) judgeUnlockErr(a *acq, err error) {
 	case kind == "lost":
 		// Checked against the loss signal in analyse.
 	case kind == "closed" && r.isClosing():
-	case (kind == "network" || kind == "context" || strings.HasPrefix(kind, "redis")) && !r.cfg.StrictErrors && r.inFault(a.unlockAt):
+	case (kind == "network" || kind == "context" || kind == "unconfirmed" || strings.HasPrefix(kind, "redis")) && !r.cfg.StrictErrors && r.inFault(a.unlockAt):
 	default:
 		r.unexpected(a.unlockAt, fmt.Sprintf("Unlock %s (token %d): %v (%s)", a.name, a.token, err, kind))
 	}
@@ -69,7 +69,7 @@ func (r *run) unexpected(t time.Time, msg string) {
 }
 
 // Kind classifies an error returned by baton: "lost", "closed",
-// "not-acquired", "unlocked", "not-replicated", "invalid", "context", "redis:<PREFIX>" for an
+// "not-acquired", "unlocked", "not-replicated", "invalid", "unconfirmed", "context", "redis:<PREFIX>" for an
 // error reply of Redis (e.g. "redis:NOSCRIPT"), "network" for a broken or
 // refused connection, and "other".
 func Kind(err error) string {
@@ -93,6 +93,8 @@ func Kind(err error) string {
 		return "limit-mismatch"
 	case errors.Is(err, baton.ErrNoLeader):
 		return "no-leader"
+	case errors.Is(err, baton.ErrUnconfirmed):
+		return "unconfirmed"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return "context"
 	case errors.As(err, &re) && !re.IsNil():

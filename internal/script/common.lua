@@ -48,11 +48,18 @@ local function keep(key, ttl)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
 
--- enqueue puts member at the tail (once) with a deadline ttl ms from now
--- (default: its lease) and returns its 0-based position. A queue vanishes
--- if all its waiters do; waiting sessions refresh it with their entries.
+-- alive is how long a queue entry lives after it was written (ms): its
+-- session refreshes it every lease/3, so an entry that missed a refresh by
+-- more than lease/6 + 50 ms is dead, and a release skips it instead of
+-- granting its member a lease it will not use.
+local function alive(lease) return lease / 2 + 50 end
+
+-- enqueue puts member at the tail (once), alive for ttl ms from now
+-- (default: alive(lease)), and returns its 0-based position. A queue
+-- vanishes if all its waiters do; waiting sessions refresh it with their
+-- entries.
 local function enqueue(q, d, member, lease, ttl)
-  local fresh = redis.call('HSET', d, member, fmt(now() + (ttl or lease)) .. ':' .. lease) == 1
+  local fresh = redis.call('HSET', d, member, fmt(now() + (ttl or alive(lease))) .. ':' .. lease) == 1
   local pos = nil
   if not fresh then pos = redis.call('LPOS', q, member) end
   if not pos then pos = redis.call('RPUSH', q, member) - 1 end
@@ -61,12 +68,26 @@ local function enqueue(q, d, member, lease, ttl)
   return pos
 end
 
--- release ends a hold whose last fence is last: it grants the lock to the
--- first live queued session other than skip and announces it (the grantee
--- owns the lock when the message arrives), or marks the key free. Returns
--- the grantee and its fence, or nil. via is "C:<prefix>" to PUBLISH on the
--- grantee's client channel, or "S:<channel>" to SPUBLISH on the name's shard
--- channel (Redis Cluster: delivered by the key's own node).
+-- tell sends a grant message for name to member h under fence f, and
+-- reports whether anyone can hear it. via is "C:<prefix>" to PUBLISH on
+-- the grantee's client channel, whose receiver count says whether its
+-- client still listens (0: crashed, or reconnecting, after which it asks
+-- again), or "S:<channel>" to SPUBLISH on the name's shard channel (Redis
+-- Cluster: delivered by the key's own node; other clients listen there
+-- too, so its count says nothing of the grantee).
+local function tell(via, h, f, name)
+  local msg = fmt(f) .. ' ' .. h .. ' ' .. name
+  if string.sub(via, 1, 2) == 'S:' then
+    redis.call('SPUBLISH', string.sub(via, 3), msg)
+    return true
+  end
+  return redis.call('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(h, 1, 32), msg) > 0
+end
+
+-- release ends a hold whose last fence is last (nil: unknown): it grants
+-- the lock to the first live queued session other than skip whose client
+-- hears the grant (the grantee owns the lock when the message arrives), or
+-- marks the key free. Returns the grantee and its fence, or nil.
 local function release(k, q, d, last, skip, via, name)
   while true do
     local h = redis.call('LPOP', q)
@@ -77,19 +98,13 @@ local function release(k, q, d, last, skip, via, name)
       local dl, lease = string.match(e, '^(%d+):(%d+)')
       if dl and tonumber(dl) >= now() then
         local f = fence(last)
-        local fs = fmt(f)
-        redis.call('SET', k, h .. ':' .. fs, 'PX', lease)
-        local msg = fs .. ' ' .. h .. ' ' .. name
-        if string.sub(via, 1, 2) == 'S:' then
-          redis.call('SPUBLISH', string.sub(via, 3), msg)
-        else
-          redis.call('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(h, 1, 32), msg)
-        end
-        return h, f
+        redis.call('SET', k, h .. ':' .. fmt(f), 'PX', lease)
+        if tell(via, h, f, name) then return h, f end
+        last = f -- nobody heard it: the next grant, or the marker, is above it
       end
     end
   end
-  redis.call('SET', k, '~' .. fmt(last), 'PX', '3600000')
+  redis.call('SET', k, '~' .. fmt(last or fence(nil)), 'PX', '3600000')
   return nil
 end
 

@@ -1,19 +1,24 @@
 -- Reads an election's leader: its live holder (deadline after the server
 -- time; expired ones are left for the next write to drop) and its value.
+-- A pending grant (semcommon.lua) leads nobody yet.
 -- KEYS: election hash (see semcommon.lua)
 -- Returns {1, fence, ms left, member, value} when someone leads,
 --         {0, the last fence issued (0 if unknown)} when nobody does.
 local all = redis.call('HGETALL', KEYS[1])
 local t = now()
 local last, hf, hdl, hm = 0, nil, nil, nil
-local vals = {}
+local vals, pending = {}, {}
+for i = 1, #all, 2 do
+  local f = all[i]
+  if string.sub(f, 1, 3) == '#p:' then pending[string.sub(f, 4)] = true end
+end
 for i = 1, #all, 2 do
   local f, v = all[i], all[i + 1]
   if f == '#f' then
     last = tonumber(v)
   elseif string.sub(f, 1, 3) == '#v:' then
     vals[string.sub(f, 4)] = v
-  elseif string.sub(f, 1, 1) ~= '#' then
+  elseif string.sub(f, 1, 1) ~= '#' and not pending[f] then
     local fe, dl = string.match(v, '^(%d+):(%d+)$')
     fe, dl = tonumber(fe), tonumber(dl)
     if dl and dl > t and (not hf or fe > hf) then hf, hdl, hm = fe, dl, f end

@@ -5,9 +5,20 @@
 -- that Redis tracks it for the caller (our own write ended that). Kind
 -- "w": KEYS[i], KEYS[i+1] are a queue and its deadlines, and value our
 -- member. Kind "p": KEYS[i] is a semaphore hash and value a permit's owner
--- token "<member>:<fence>": the member's field must hold that fence, and
--- its deadline moves to now + lease.
--- Returns one integer per triple: 1 renewed, 0 no longer ours (or not queued).
+-- token "<member>:<fence>": the member's field must hold that fence and an
+-- unexpired deadline, which moves to now + lease.
+-- Returns one integer per triple: 1 renewed, 0 no longer ours (or not
+-- queued), -1 a hold whose key (or permit field) is gone while sessions
+-- are queued for it: nobody else will wake them, so the caller serves
+-- them (dequeue.lua). The queue "<key>:q" is in the key's slot; it is read
+-- only then.
+-- gone is a lost hold's result: -1 when its value v is gone and sessions
+-- are queued on key, else 0.
+local function gone(v, key)
+  if not v and redis.call('LLEN', key .. ':q') > 0 then return -1 end
+  return 0
+end
+
 local out = {}
 local k = 1
 for i = 1, #ARGV, 3 do
@@ -15,27 +26,34 @@ for i = 1, #ARGV, 3 do
   if kind == 'p' then
     local m, f = string.match(val, '^(.*):(%d+)$')
     local v = m and redis.call('HGET', KEYS[k], m)
-    if v and string.match(v, '^(%d+):') == f then
+    local vf, dl = string.match(v or '', '^(%d+):(%d+)$')
+    if v and vf == f and tonumber(dl) <= now() then
+      -- Expired, though nobody dropped it yet: the permit is gone.
+      redis.call('HDEL', KEYS[k], m, '#p:' .. m)
+      v = false
+    end
+    if v and vf == f then
       redis.call('HSET', KEYS[k], m, f .. ':' .. fmt(now() + lease))
       keep(KEYS[k], lease)
       out[#out + 1] = 1
     else
-      out[#out + 1] = 0
+      out[#out + 1] = gone(v, KEYS[k])
     end
     k = k + 1
   elseif kind ~= 'w' then
-    if redis.call('GET', KEYS[k]) == val then
+    local v = redis.call('GET', KEYS[k])
+    if v == val then
       redis.call('PEXPIRE', KEYS[k], ARGV[i + 2])
       if kind == 'H' then redis.call('PTTL', KEYS[k]) end
       out[#out + 1] = 1
     else
-      out[#out + 1] = 0
+      out[#out + 1] = gone(v, KEYS[k])
     end
     k = k + 1
   else
     local q, d = KEYS[k], KEYS[k + 1]
     if redis.call('HEXISTS', d, val) == 1 then
-      redis.call('HSET', d, val, fmt(now() + lease) .. ':' .. lease)
+      redis.call('HSET', d, val, fmt(now() + alive(lease)) .. ':' .. lease)
       keep(q, 2 * lease)
       keep(d, 2 * lease)
       out[#out + 1] = 1

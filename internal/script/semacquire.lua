@@ -7,9 +7,11 @@
 -- is written on every attempt, before the permit is taken or the member
 -- queued, so that a holder always has one.
 -- Returns {1, fence} when a permit was taken,
---         {3, fence} when member held one already (kept, with a full lease),
+--         {3, fence} when member held one already (kept, with a full lease;
+--           an election's pending grant is taken and announced then),
 --         {0, wait ms, the last fence issued, queue position or -1} when no
---           permit is free for us; wait runs to the soonest holder deadline,
+--           permit is free for us; wait runs to the soonest holder deadline
+--           (holders granted a permit by this call included),
 --         an error "BATONLIMIT <stored>" when the semaphore is in use with
 --           another limit.
 --@common
@@ -18,7 +20,7 @@ local member, lease, wait, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', t
 local ann = ARGV[7] or ''
 local live, soonest, last, lim, vals = semscan(k)
 if lim ~= limit then
-  if lim and (live > 0 or redis.call('LINDEX', q, 0)) then
+  if lim and (live > 0 or head(q, d)) then
     return redis.error_reply('BATONLIMIT ' .. fmt(lim))
   end
   -- Nobody holds or waits: the limit is ours to set.
@@ -35,11 +37,13 @@ if v then
   keep(k, lease)
   redis.call('LREM', q, 0, member)
   redis.call('HDEL', d, member)
+  if ann ~= '' then semaccept(k, ann, f, lease, member) end
   return {3, tonumber(f)}
 end
 -- Free permits go to the sessions queued before us first.
-local reached
-live, last, reached = semserve(k, q, d, live, last, limit, nil, member, ARGV[4], ARGV[5], ann)
+local reached, soon
+live, last, reached, soon = semserve(k, q, d, live, last, limit, nil, member, ARGV[4], ARGV[5], ann)
+if soon and (not soonest or soon < soonest) then soonest = soon end
 if reached or live < limit then
   redis.call('HDEL', d, member)
   local f = semput(k, member, last, lease)

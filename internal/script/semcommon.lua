@@ -8,7 +8,10 @@
 -- argument ann ("P:<channel>" to PUBLISH, "S:<channel>" to SPUBLISH; ""
 -- for a plain semaphore) and publish every change of holder there:
 -- "<fence> <lease ms left> <member> <value>" for a new holder, "~<last
--- fence>" once nobody holds. Fields beginning with '#' are never holders.
+-- fence>" once nobody holds. A holder granted the permit by another's
+-- release is pending ("#p:<member>") until its Campaign takes it (its next
+-- acquire), and announced only then: observers never see a leader whose
+-- Campaign had given up. Fields beginning with '#' are never holders.
 
 -- semscan drops expired holders and returns the number of live ones, the
 -- soonest deadline among them (nil if none), the last fence, the limit
@@ -33,7 +36,7 @@ local function semscan(k)
         live = live + 1
         if not soonest or dl < soonest then soonest = dl end
       else
-        redis.call('HDEL', k, f)
+        redis.call('HDEL', k, f, '#p:' .. f)
       end
     end
   end
@@ -68,36 +71,44 @@ local function semput(k, member, last, lease)
   return f
 end
 
--- semserve grants free permits to the first live queued members in FIFO
--- order and announces each grant as common.lua's release does (and, for
--- an election, on ann). It drops skip's entries, and stops at self, who
--- takes the next permit itself. An election member without a value (its
--- hash expired while it waited) is dropped too: it would lead without
--- one; its session finds its entry gone and asks again, with the value.
--- Returns the live count, the last fence and whether self was reached.
+-- semserve grants free permits to the first live queued members whose
+-- clients hear the grant (see tell), in FIFO order; an election's grantee
+-- is pending until it takes the permit. It drops skip's entries, and stops
+-- at self, who takes the next permit itself. An election member without a
+-- value (its hash expired while it waited) is dropped too: it would lead
+-- without one; its session finds its entry gone and asks again, with the
+-- value. Returns the live count, the last fence, whether self was reached
+-- and the soonest deadline of the permits it granted (nil if none).
 local function semserve(k, q, d, live, last, limit, skip, self, via, name, ann)
+  local soon
   while live < limit do
     local h = redis.call('LPOP', q)
     if not h then break end
     local e = redis.call('HGET', d, h)
     if e then redis.call('HDEL', d, h) end
-    if h == self then return live, last, true end
+    if h == self then return live, last, true, soon end
     if e and h ~= skip and (ann == '' or redis.call('HEXISTS', k, '#v:' .. h) == 1) then
       local dl, lease = string.match(e, '^(%d+):(%d+)')
       if dl and tonumber(dl) >= now() then
         last = semput(k, h, last, tonumber(lease))
-        local msg = fmt(last) .. ' ' .. h .. ' ' .. name
-        if string.sub(via, 1, 2) == 'S:' then
-          redis.call('SPUBLISH', string.sub(via, 3), msg)
+        if tell(via, h, last, name) then
+          if ann ~= '' then redis.call('HSET', k, '#p:' .. h, '1') end
+          live = live + 1
+          local due = now() + tonumber(lease)
+          if not soon or due < soon then soon = due end
         else
-          redis.call('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(h, 1, 32), msg)
+          redis.call('HDEL', k, h)
         end
-        announceHolder(k, ann, last, tonumber(lease), h)
-        live = live + 1
       end
     end
   end
-  return live, last, false
+  return live, last, false, soon
+end
+
+-- semaccept makes member's pending grant (see above) its own and announces
+-- it, under fence f with a lease of lease ms.
+local function semaccept(k, ann, f, lease, member)
+  if redis.call('HDEL', k, '#p:' .. member) == 1 then announceHolder(k, ann, f, lease, member) end
 end
 
 -- semidle keeps the hash an hour once nobody holds or waits, so that its

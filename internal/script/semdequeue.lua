@@ -1,5 +1,7 @@
--- A permit slot's last waiter gave up: leave the queue, and pass on a
--- permit that was granted to it meanwhile.
+-- A permit slot is done with a semaphore: its last waiter gave up, or its
+-- permit was found gone. Leave the queue, pass on a permit that was granted
+-- to it meanwhile, and serve free permits to the sessions queued (nothing
+-- else wakes them when a holder's permit vanished).
 -- KEYS: semaphore hash, queue, deadlines
 -- ARGV: member, grant channel (see release), name, limit (used when none
 -- is stored), an election's announce channel ("" or absent for a plain
@@ -13,9 +15,10 @@ redis.call('HDEL', d, member)
 local ann = ARGV[5] or ''
 if ann ~= '' then redis.call('HDEL', k, '#v:' .. member) end
 local v = redis.call('HGET', k, member)
-if not v then return 0 end
-redis.call('HDEL', k, member)
+if v then redis.call('HDEL', k, member, '#p:' .. member) end
+if not v and not redis.call('LINDEX', q, 0) then return 0 end
 local live, _, last, lim = semscan(k)
+local before = live
 live, last = semserve(k, q, d, live, last, lim or tonumber(ARGV[4]), member, nil, ARGV[2], ARGV[3], ann)
-semidle(k, q, live, last, ann)
-return tonumber(string.match(v, '^(%d+):')) or 0
+if v or live > before then semidle(k, q, live, last, ann) end
+return tonumber(v and string.match(v, '^(%d+):')) or 0

@@ -21,7 +21,7 @@ local v = redis.call('HGET', k, member)
 if not v or string.match(v, '^(%d+):') ~= string.match(ARGV[1], ':(%d+)$') then
   return {-1, v or ''}
 end
-redis.call('HDEL', k, member)
+redis.call('HDEL', k, member, '#p:' .. member)
 local ann = ARGV[9] or ''
 local live, _, last, lim = semscan(k)
 local limit = lim or tonumber(ARGV[8])
