@@ -279,7 +279,10 @@ func TestNoHandoffAfterDataLoss(t *testing.T) {
 	// Wait until a has heard of the flush (tracking pushes it): its hold
 	// is suspect, or lost already (the notice makes it checked at once).
 	s := a.Session()
-	waitSession(t, s, func() bool { n := s.names[nameID{name: name}]; return n == nil || n.st != held || n.hold != la.h || n.hold.suspect },
+	waitSession(t, s, func() bool {
+		n := s.names[nameID{name: name}]
+		return n == nil || n.st != held || n.hold != la.h || n.hold.suspect
+	},
 		func() string { return "a never heard of the flush" })
 	before := a.Stats().LocalHandoffs
 	lb, err := b.TryLock(ctx, name)
