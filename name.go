@@ -124,7 +124,7 @@ type waiter struct {
 	wake  chan struct{} // size 1: merged wake-ups
 	lock  *Lock         // set when handed the lock
 	tries int           // acquire attempts made for it
-	slept bool          // for the shell: it went to sleep (Observer's Waiting); only its goroutine uses it
+	slept bool          // for the shell: it waits (Observer's Waiting): it joined behind others or on a name in use, or slept after an attempt; set at join, then used only by its goroutine
 }
 
 // start records req as the call in flight and returns it numbered.

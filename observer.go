@@ -39,8 +39,8 @@ type EventKind uint8
 // Released or Lost, and every Waiting with exactly one Acquired or GaveUp
 // whose Queued is true.
 const (
-	// Waiting: a Lock call found the lock busy and goes to sleep for the
-	// first time. Name is set.
+	// Waiting: a Lock call found the lock busy (held or awaited by this
+	// session, or by another in Redis) and waits. Name is set.
 	Waiting EventKind = iota + 1
 	// Acquired: a Lock or TryLock call got the lock. Name, Token, How,
 	// Wait (since the call began) and Queued are set; ctx is the caller's.
@@ -212,9 +212,9 @@ type Stats struct {
 	Acquired      uint64 // locks returned by Lock and TryLock, by any path
 	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
 	Granted       uint64 // of those, granted by another session's release
-	Waits         uint64 // Lock calls that went to sleep before they got the lock (Waiting events that ended in Acquired)
+	Waits         uint64 // Lock calls that waited before they got the lock (Waiting events that ended in Acquired)
 	Timeouts      uint64 // Lock calls that gave up because ctx ended
-	Lost          uint64 // held locks lost before Unlock
+	Lost          uint64 // losses signalled to callers: held locks lost before Unlock (Done closed), or whose Unlock returned ErrLockLost
 	RenewalErrors uint64 // renewal round trips that failed and were retried
 	Held          int    // locks held now
 }

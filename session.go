@@ -211,6 +211,9 @@ func (s *Session) acquireOn(ctx context.Context, p Primitive, lname string, wait
 	case err != nil:
 	case wait:
 		w = &waiter{wake: make(chan struct{}, 1)}
+		// Behind other waiters, or on a name in use: it waits, whether
+		// or not its goroutine gets to sleep before its turn comes.
+		w.slept = len(n.waiters) > 0 || n.st != idle
 		e := n.join(w, time.Now())
 		s.afterLocked(n, &e) // join makes no call
 		defer s.signal(&e)
@@ -314,6 +317,9 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 			timer.Stop()
 		}
 	}()
+	if w.slept {
+		s.observeWaiting(ctx, n)
+	}
 	for {
 		l, req, at, unsure, err := s.waitTurn(n, w)
 		switch {
@@ -343,9 +349,7 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 		}
 		if !w.slept {
 			w.slept = true
-			if obs := s.c.obs; obs != nil {
-				obs.Observe(ctx, Event{Kind: Waiting, Primitive: n.id.kind.primitive(), Name: n.name})
-			}
+			s.observeWaiting(ctx, n)
 		}
 		switch ctxEnded, closed := s.sleep(ctx, w, &timer, at); {
 		case closed:
@@ -365,6 +369,13 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 			s.c.stats.timeouts.Add(1)
 			return s.leave(n, w, false, cmp.Or(ended, gaveUp(ctx, n, lastErr)))
 		}
+	}
+}
+
+// observeWaiting reports that a Lock call waits for n.
+func (s *Session) observeWaiting(ctx context.Context, n *name) {
+	if obs := s.c.obs; obs != nil {
+		obs.Observe(ctx, Event{Kind: Waiting, Primitive: n.id.kind.primitive(), Name: n.name})
 	}
 }
 
