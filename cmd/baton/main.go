@@ -2,7 +2,9 @@
 //
 // Usage:
 //
-//	baton [-addr host:port[,host:port...]] [-sentinel-master NAME] [-prefix baton] [-timeout 5s] VERB ...
+//	baton [-addr host:port[,host:port...] | -addr redis[s]://[user[:password]@]host[:port][/db]]
+//	      [-user USER] [-password PASSWORD] [-tls] [-tls-ca FILE] [-tls-insecure]
+//	      [-sentinel-master NAME] [-prefix baton] [-timeout 5s] VERB ...
 //
 // Verbs:
 //
@@ -19,8 +21,20 @@
 // as it is, and so is a key holding a value baton did not write.
 //
 // Redis Cluster is found from -addr as rueidis finds it; -sentinel-master
-// makes -addr the sentinels' addresses. Exit status: 0 success, 1 a Redis
-// error or a foreign value, 2 bad usage.
+// makes -addr the sentinels' addresses.
+//
+// Logging in: -user and -password, or the user:password of an -addr URL,
+// or for the password alone the environment variable REDISCLI_AUTH, as for
+// redis-cli. A flag given on the command line wins over the URL, and a
+// password from either wins over REDISCLI_AUTH. TLS is on with -tls or a
+// rediss:// URL; the certificate is checked against the system's CAs, or
+// only those of -tls-ca FILE, and against the host dialed, unless
+// -tls-insecure. With -sentinel-master, TLS applies to the sentinels too;
+// the user and password to the master only.
+//
+// Exit status: 0 success, 1 a Redis error (failing to connect or to log in
+// included) or a foreign value, 2 bad usage (a malformed -addr, an
+// unreadable -tls-ca file included).
 package main
 
 import (
@@ -56,13 +70,28 @@ verbs:
   release -force NAME   take the lock from its holder: the first queued
                         session gets it, or it becomes free
 
+connecting and logging in (precedence: a flag on the command line, then
+the -addr URL, then $REDISCLI_AUTH for the password):
+  -addr HOST:PORT[,HOST:PORT...]          a node, cluster nodes, or sentinels
+  -addr redis://[USER[:PASSWORD]@]HOST[:PORT][/DB][?addr=HOST:PORT...]
+                                          percent-encode USER and PASSWORD
+                                          (@ as %40, : as %3A, % as %25)
+  -addr rediss://...                      the same over TLS
+  -user USER -password PASSWORD           an ACL user; -password alone is the
+                                          "default" user's (requirepass)
+  REDISCLI_AUTH=PASSWORD baton ...        the password, out of the process list
+  -tls [-tls-ca ca.pem | -tls-insecure]   TLS, trusting the system's CAs, or
+                                          only ca.pem's, or not verifying
+
+exit status: 0 success, 1 a Redis error (connecting and logging in
+included) or a foreign value, 2 bad usage
+
 flags:
 `
 
 // config is what the global flags say.
 type config struct {
-	addrs    []string
-	master   string
+	redis    rueidis.ClientOption // where Redis is and how to log in, as connFlags.resolve says
 	prefix   string
 	timeout  time.Duration
 	out, err io.Writer
@@ -74,8 +103,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg := config{out: stdout, err: stderr}
 	fs := flag.NewFlagSet("baton", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:6379", "Redis address, or a comma-separated list (cluster nodes, or sentinels with -sentinel-master)")
-	fs.StringVar(&cfg.master, "sentinel-master", "", "the master's name: -addr lists sentinels")
+	var conn connFlags
+	conn.register(fs)
 	fs.StringVar(&cfg.prefix, "prefix", "baton", "the key prefix of the locks (baton.Options.KeyPrefix)")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "bound on connecting and on each Redis round of the verb")
 	fs.Usage = func() {
@@ -88,14 +117,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	for a := range strings.SplitSeq(*addr, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.addrs = append(cfg.addrs, a)
-		}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	var err error
+	if cfg.redis, err = conn.resolve(explicit, os.LookupEnv); err != nil {
+		return cfg.usageError(fs, err.Error())
 	}
 	switch {
-	case len(cfg.addrs) == 0:
-		return cfg.usageError(fs, "-addr is empty")
 	case cfg.timeout <= 0:
 		return cfg.usageError(fs, "-timeout must be positive")
 	case strings.ContainsAny(cfg.prefix, "{}"):
@@ -140,19 +168,18 @@ func (cfg *config) usageError(fs *flag.FlagSet, msg string) int {
 
 // connect makes the rueidis client and the Admin on it.
 func (cfg *config) connect() (*admin.Admin, func(), error) {
-	opt := rueidis.ClientOption{
-		InitAddress: cfg.addrs,
-		// Nothing here is read twice: no client-side cache.
-		DisableCache:     true,
-		ConnWriteTimeout: cfg.timeout,
-	}
+	opt := cfg.redis
+	// Nothing here is read twice: no client-side cache.
+	opt.DisableCache = true
+	opt.ConnWriteTimeout = cfg.timeout
 	opt.Dialer.Timeout = cfg.timeout
-	if cfg.master != "" {
-		opt.Sentinel = rueidis.SentinelOption{MasterSet: cfg.master}
+	if opt.Sentinel.MasterSet != "" {
+		opt.Sentinel.Dialer.Timeout = cfg.timeout
+		opt.Sentinel.TLSConfig = opt.TLSConfig
 	}
 	rc, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", strings.Join(cfg.addrs, ","), err)
+		return nil, nil, connectErr(err, opt, cfg.timeout)
 	}
 	a, err := admin.New(rc, cfg.prefix)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,13 +66,21 @@ type result struct {
 // runBaton runs the built command with args.
 func runBaton(t testing.TB, args ...string) result {
 	t.Helper()
+	return runBatonEnv(t, nil, args...)
+}
+
+// runBatonEnv runs the built command with args and env ("KEY=value")
+// added to the test's environment, less any REDISCLI_AUTH of its own.
+func runBatonEnv(t testing.TB, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*locktest.Bound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = slices.DeleteFunc(cmd.Environ(), func(kv string) bool { return strings.HasPrefix(kv, authEnv+"=") })
 	// A -race binary sleeps 1 s at exit by default, for late reports.
-	cmd.Env = append(cmd.Environ(), "GORACE=atexit_sleep_ms=50")
+	cmd.Env = append(append(cmd.Env, "GORACE=atexit_sleep_ms=50"), env...)
 	start := time.Now()
 	err := cmd.Run()
 	var exit *exec.ExitError
@@ -79,7 +88,7 @@ func runBaton(t testing.TB, args ...string) result {
 		t.Fatalf("baton %q: %v", args, err)
 	}
 	r := result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
-	t.Logf("baton %s: exit %d after %v\n%s%s", strings.Join(args, " "), r.code, time.Since(start).Round(time.Millisecond), r.stdout, r.stderr)
+	t.Logf("%sbaton %s: exit %d after %v\n%s%s", strings.Join(append(env, ""), " "), strings.Join(args, " "), r.code, time.Since(start).Round(time.Millisecond), r.stdout, r.stderr)
 	return r
 }
 
