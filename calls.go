@@ -290,6 +290,13 @@ func mayHaveRun(err error) bool {
 	return !errors.As(err, &op) || op.Op != "dial"
 }
 
+// connDied reports whether a call failed because its connection died: it
+// ran before that, or never (as opposed to a timeout, after which it may
+// still run).
+func connDied(err error) bool {
+	return staleConn(err) || errors.Is(err, rueidis.ErrClosing) || errors.Is(err, net.ErrClosed)
+}
+
 // pause waits for d or until ctx ends.
 func pause(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

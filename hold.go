@@ -89,7 +89,7 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	if n.r.sharded && n.sub != subReady {
 		mode = "0" // not listening for grants on this name: do not queue
 	}
-	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: h.deadline})
+	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: h.deadline, unlock: true})
 	return e, nil
 }
 
@@ -143,7 +143,9 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 			// as released for the caller, who had stopped using it.
 			break
 		}
-		n.r.stats.lost.Add(1)
+		if req.unlock {
+			n.r.stats.lost.Add(1) // a loss its caller is told of
+		}
 		err = fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(n.name))
 	case o.code == 1 && req.mode == "1":
 		// Queued again for our waiters: the grant message wakes the head;
@@ -186,9 +188,13 @@ func (n *name) renewed(owner string, r int64, sent, now time.Time, err error) (e
 	}
 	h := n.hold
 	switch {
+	case err != nil && connDied(err):
+		// It ran before its connection died, or never.
+		h.redisBy = maxTime(h.redisBy, now.Add(n.r.lease))
+		return e
 	case err != nil:
 		if mayHaveRun(err) {
-			h.unsure = maxTime(h.unsure, sent)
+			h.unsure = maxTime(h.unsure, sent) // it may still run, up to lateRun after
 		}
 		return e
 	case r == 1:

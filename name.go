@@ -410,17 +410,21 @@ func (n *name) close(now time.Time) (e effects) {
 	}
 	if d := n.dirty; n.st == idle && d != nil && now.Before(d.until) {
 		switch {
+		// Tried until Redis surely holds nothing of ours (d.until), no
+		// longer: later tries are of no use.
 		case d.leave:
 			// A dequeue whose outcome is unknown: we may still be queued,
 			// or own the key; a dequeue releases it if it names us.
 			d.leave, d.fence = false, 0
-			e.call = n.start(leaving, request{kind: dequeueCall})
+			e.call = n.start(leaving, request{kind: dequeueCall, until: d.until})
 			return e
 		case d.fence != 0:
 			// A release whose outcome is unknown: the key may still be ours.
 			f := d.fence
 			d.fence = 0
-			return e.merge(n.releaseStray(f))
+			e = e.merge(n.releaseStray(f))
+			e.call.until = d.until
+			return e
 		}
 	}
 	return e.merge(n.settle(now))

@@ -158,15 +158,16 @@ func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) 
 // renewal returns n's part of a round trip at now, if it has one: its
 // hold's renewal when the session's tick is due or the hold's check has
 // come (or comes within checkSlack, so that the checks of many new holds
-// share round trips), its queue entry's refresh on the session's tick.
-// s.mu is held.
+// share round trips), its queue entry's refresh on the session's tick. A
+// renewal is of use until the deadline it would give (other round trips
+// in flight may extend the hold meanwhile), a refresh until the entry it
+// would keep lapses. s.mu is held.
 func (n *name) renewal(now time.Time, tick, send bool) (renewal, bool) {
 	switch {
 	case n.st == held && (tick || send && !n.hold.checkAt.IsZero() && !now.Add(checkSlack).Before(n.hold.checkAt)):
 		n.hold.checkAt = time.Time{}
-		return renewal{s: n.s, n: n, owner: n.hold.owner, until: n.hold.deadline}, true
+		return renewal{s: n.s, n: n, owner: n.hold.owner, until: now.Add(n.r.lease - n.r.margin)}, true
 	case tick && n.st == queued && len(n.waiters) > 0:
-		// Of use until the entry lapses.
 		return renewal{s: n.s, n: n, until: now.Add(n.r.lease / 2)}, true
 	}
 	return renewal{}, false
