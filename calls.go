@@ -78,7 +78,7 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 			return attempt{}, fmt.Errorf("%w: semaphore %q is in use with limit %s, this Semaphore has limit %d",
 				ErrLimitMismatch, truncate(n.name), strings.TrimPrefix(re.Error(), "BATONLIMIT "), req.limit)
 		}
-		return attempt{}, err
+		return attempt{}, sc.Explain(err)
 	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3) && p.Replicas > 0 && acked < int64(p.Replicas):
 		// Undo: a failover could lose this write and let another client in.
 		c := s.scriptCall(n, &request{kind: releaseCall, owner: n.owner(uint64(vals[1])), mode: "0"})
@@ -156,6 +156,7 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 		sent = time.Now()
 		res, _ := script.Run(ctx, rc, script.Pipe{}, c.Script, c.Keys, c.Args)
 		o, err = releaseResult(res, req.owner, lost, n.id.kind.permit())
+		err = c.Script.Explain(err)
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			last = err
 		}
@@ -192,6 +193,7 @@ func (s *Session) callDequeue(ctx context.Context, n *name, req *request, until 
 	for try := 1; ; try++ {
 		res, _ := script.Run(ctx, s.c.rc, script.Pipe{}, c.Script, c.Keys, c.Args)
 		fence, err := res.AsInt64()
+		err = c.Script.Explain(err)
 		if err == nil || !transient(err) && !retryable(ctx, err) || time.Now().After(until) {
 			return uint64(max(fence, 0)), err
 		}

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/batonlock/baton/admin"
@@ -201,9 +203,10 @@ func New(opt Options) (*Client, error) {
 	case <-c.subOK:
 		return c, nil
 	case err = <-c.subErr:
-		err = fmt.Errorf("baton: subscribe to %s: %w", c.channel, err)
+		err = fmt.Errorf("baton: subscribe to %s at %s: %w (the ACL user needs the channel &%s:c:*; see the README's ACL line)",
+			c.channel, strings.Join(opt.Redis.InitAddress, ","), err, c.prefix)
 	case <-t.C:
-		err = errors.New("baton: subscribing to the grant channel timed out")
+		err = fmt.Errorf("baton: subscribing to %s at %s: no confirmation within %v", c.channel, strings.Join(opt.Redis.InitAddress, ","), max(5*time.Second, opt.LeaseTTL))
 	}
 	c.Close()
 	return nil, err
@@ -236,7 +239,7 @@ func (c *Client) connect(opt Options) error {
 		rc, err = rueidis.NewClient(ro)
 	}
 	if err != nil {
-		return fmt.Errorf("baton: connect to redis: %w", err)
+		return connectErr(ro, err)
 	}
 	// A second client without tracking or subscriptions: rueidis runs a
 	// connection that may receive pushes through its pipelining goroutines,
@@ -246,7 +249,7 @@ func (c *Client) connect(opt Options) error {
 	cc, err := rueidis.NewClient(co)
 	if err != nil {
 		rc.Close()
-		return fmt.Errorf("baton: connect to redis: %w", err)
+		return connectErr(co, err)
 	}
 	c.rc, c.cc = rc, cc
 	c.tracking = !ro.DisableCache
@@ -257,6 +260,33 @@ func (c *Client) connect(opt Options) error {
 	// MinReplicas: its WAIT needs a connection of its own.
 	c.trackHeld = c.tracking && !c.sharded && c.replicas == 0 && !opt.DisableHeldTracking
 	return nil
+}
+
+// connectErr is New's error when rueidis could not connect with ro: it
+// names the address and says what to check.
+func connectErr(ro rueidis.ClientOption, err error) error {
+	timeout := ro.Dialer.Timeout
+	if timeout == 0 {
+		timeout = rueidis.DefaultDialTimeout
+	}
+	var hint string
+	re, isRedis := rueidis.IsRedisErr(err)
+	var ne net.Error
+	switch {
+	case isRedis && (strings.HasPrefix(re.Error(), "WRONGPASS") || strings.HasPrefix(re.Error(), "NOAUTH")):
+		hint = "check Options.Redis.Username and Password"
+	case isRedis && strings.HasPrefix(re.Error(), "NOPERM"):
+		hint = "the user lacks a permission baton needs: see the README's ACL line"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		hint = fmt.Sprintf("no answer within %v (Options.Redis.Dialer.Timeout): check the address, a firewall, or TLS (Options.Redis.TLSConfig) on a TLS port", timeout)
+	case strings.Contains(err.Error(), "unknown message type"):
+		hint = "what answers there does not speak Redis's protocol: check the port, or set Options.Redis.TLSConfig for a TLS port"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		hint = "nothing listens there: check the address and that Redis runs"
+	default:
+		hint = "check the address, credentials and TLS settings in Options.Redis"
+	}
+	return fmt.Errorf("baton: connect to Redis at %s: %w (%s)", strings.Join(ro.InitAddress, ","), err, hint)
 }
 
 // fill sets the defaults of zero fields and rejects values out of range,

@@ -131,7 +131,7 @@ func (c *Client) readLeader(ctx context.Context, lname string) (leaderState, err
 	}
 	arr, err := res.ToArray()
 	if err != nil {
-		return leaderState{}, err
+		return leaderState{}, script.ElectRead.Explain(err)
 	}
 	ints := make([]int64, min(len(arr), 3))
 	for i := range ints {

@@ -131,11 +131,11 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 			}
 		}
 		n.markDirty(now, h, unsure)
-		err = fmt.Errorf("baton: unlock %q: %w", truncate(n.name), callErr)
+		err = &opError{n.unlockOp(), callErr}
 	case o.code == -1 && o.lostReply != nil:
 		// Released by the try whose reply was lost (granted on), or taken
 		// over before it: not known, so neither nil nor ErrLockLost.
-		err = fmt.Errorf("baton: unlock %q: a reply was lost (%w) and the key has moved on since: released by that try, or lost before it", truncate(n.name), o.lostReply)
+		err = &opError{n.unlockOp(), fmt.Errorf("a reply was lost (%w) and the key has moved on since: released by that try, or lost before it; not known which", o.lostReply)}
 	case o.code == -1:
 		if first.Before(h.deadline) && now.After(h.deadline) {
 			// Sent in time, answered after the lease ran out: the key

@@ -2,6 +2,7 @@ package baton
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/batonlock/baton/internal/keyspace"
@@ -78,6 +79,45 @@ func checkName(name string) error {
 }
 
 func truncate(s string) string { return keyspace.Truncate(s) }
+
+// opError says which call failed on which name: "baton: <op>: <cause>",
+// without a second "baton: " when the cause is baton's own error.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string { return "baton: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "baton: ") }
+func (e *opError) Unwrap() error { return e.err }
+
+// acquireOp names a Lock (or, with try, TryLock) call on n as its caller
+// made it: on a lock, a semaphore or an election.
+func (n *name) acquireOp(try bool) string {
+	q := strconv.Quote(truncate(n.name))
+	switch {
+	case n.id.kind == semKind && try:
+		return "try a permit of semaphore " + q
+	case n.id.kind == semKind:
+		return "acquire a permit of semaphore " + q
+	case n.id.kind == electKind:
+		return "campaign in election " + q
+	case try:
+		return "trylock " + q
+	}
+	return "lock " + q
+}
+
+// unlockOp names an Unlock of a hold of n.
+func (n *name) unlockOp() string {
+	q := strconv.Quote(truncate(n.name))
+	switch n.id.kind {
+	case semKind:
+		return "release a permit of semaphore " + q
+	case electKind:
+		return "resign from election " + q
+	}
+	return "unlock " + q
+}
 
 // nameOfLockKey returns the lock name of a lock key, or false for any other
 // key (companion keys end in "}:x").

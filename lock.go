@@ -3,7 +3,6 @@ package baton
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -122,7 +121,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	case errors.Is(err, ErrLockLost):
 		return err
 	case err != nil:
-		return fmt.Errorf("%w: %q", err, truncate(n.name))
+		return &opError{n.unlockOp(), err}
 	case req != nil:
 		err = s.run(ctx, n, req)
 	}

@@ -96,6 +96,9 @@ func (c *Client) onInvalidations(msgs []rueidis.RedisMessage) {
 // lost what we hold (a flush, a restart, a failover), and grants and
 // notifications may have been lost.
 func (c *Client) recheckAll() {
+	if c.bg.Err() != nil {
+		return // Close drops the connections: nothing to look at, nothing to log
+	}
 	now := time.Now()
 	count := 0
 	for _, s := range c.allSessions() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -123,6 +124,17 @@ func (p Primitive) String() string {
 	return "unknown"
 }
 
+// kind is the kind of machine that stands for p.
+func (p Primitive) kind() kind {
+	switch p {
+	case PrimitiveSemaphore:
+		return semKind
+	case PrimitiveElection:
+		return electKind
+	}
+	return lockKind
+}
+
 // primitive is the Primitive a machine of kind k stands for.
 func (k kind) primitive() Primitive {
 	switch k {
@@ -167,8 +179,9 @@ func (c *Client) report(ctx context.Context, ev Event) {
 func (c *Client) logEvent(ctx context.Context, ev Event) {
 	switch ev.Kind {
 	case Lost:
-		c.log.LogAttrs(ctx, slog.LevelWarn, "baton: lock lost", slog.String("name", ev.Name),
-			slog.Uint64("token", ev.Token), slog.Duration("held", ev.Held), slog.String("cause", ev.Err.Error()))
+		// Tokens as strings: they exceed 2^53, which JSON readers round.
+		c.log.LogAttrs(ctx, slog.LevelWarn, "baton: lock lost", slog.String("name", ev.Name), slog.String("primitive", ev.Primitive.String()),
+			slog.String("token", strconv.FormatUint(ev.Token, 10)), slog.Duration("held", ev.Held), slog.String("cause", ev.Err.Error()))
 	case RenewalFailed:
 		c.log.LogAttrs(ctx, slog.LevelWarn, "baton: renewal failed; retrying", slog.Int("names", ev.Count),
 			slog.String("error", ev.Err.Error()))

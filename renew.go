@@ -182,6 +182,7 @@ func (c *Client) renewApply(b *renewBatch) {
 	failed := make(map[*Session]*failure)
 	for i, g := range b.groups {
 		vals, err := b.res[i].AsIntSlice()
+		err = script.Renew.Explain(err)
 		if err == nil && b.unconfirmed[i] {
 			err = ErrNotReplicated
 		}

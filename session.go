@@ -185,7 +185,8 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 // returns; pick runs with s.mu held, once the session is known open.
 func (s *Session) acquireOn(ctx context.Context, p Primitive, lname string, wait bool, pick func() (*name, error)) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("baton: lock %q: %w", truncate(lname), err)
+		n := &name{name: lname, id: nameID{name: lname, kind: p.kind()}}
+		return nil, &opError{n.acquireOp(!wait), err}
 	}
 	if !s.c.enter() {
 		return nil, ErrClosed
@@ -261,7 +262,7 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 			return effects{}
 		})
 		if gone {
-			return nil, fmt.Errorf("baton: trylock %q: %w", truncate(n.name), ctx.Err())
+			return nil, &opError{n.acquireOp(true), ctx.Err()}
 		}
 	}
 	if l != nil && !s.giveLock(l) {
@@ -269,7 +270,7 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 	}
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("baton: trylock %q: %w", truncate(n.name), err)
+		return nil, &opError{n.acquireOp(true), err}
 	case l != nil:
 		return l, nil
 	case closed:
@@ -339,7 +340,7 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 				s.c.stats.timeouts.Add(1)
 				return s.leave(n, w, false, gaveUp(ctx, n, lastErr))
 			case err != nil && !transient(err):
-				return s.leave(n, w, true, fmt.Errorf("baton: lock %q: %w", truncate(n.name), err))
+				return s.leave(n, w, true, &opError{n.acquireOp(false), err})
 			}
 			lastErr = err
 			continue
@@ -393,7 +394,7 @@ func (s *Session) waitTurn(n *name, w *waiter) (l *Lock, req *request, at time.T
 	case l != nil:
 		l.give()
 	case err != nil:
-		err = fmt.Errorf("baton: lock %q: subscribe to its grant channel: %w", truncate(n.name), err)
+		err = &opError{n.acquireOp(false), fmt.Errorf("subscribe to its grant channel: %w", err)}
 	case s.closed:
 		err = ErrClosed
 	}
@@ -403,11 +404,11 @@ func (s *Session) waitTurn(n *name, w *waiter) (l *Lock, req *request, at time.T
 // gaveUp is Lock's error when ctx ended: ctx's, and the last Redis error
 // of the retries, if any.
 func gaveUp(ctx context.Context, n *name, lastErr error) error {
-	err := fmt.Errorf("baton: lock %q: %w", truncate(n.name), ctx.Err())
+	err := ctx.Err()
 	if lastErr != nil {
 		err = fmt.Errorf("%w (last redis error: %w)", err, lastErr)
 	}
-	return err
+	return &opError{n.acquireOp(false), err}
 }
 
 // sleep blocks until w is woken, the time at comes (zero: no timer), ctx

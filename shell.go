@@ -314,7 +314,7 @@ func (s *Session) run(ctx context.Context, n *name, req *request) error {
 		// Modes 1 and 2 queue us again or keep the lock for our waiter: a
 		// late one would leave Redis with a hold or an entry nobody knows.
 		if !s.await(ctx, release) {
-			return fmt.Errorf("baton: unlock %q: %w; the release goes on, bounded by the lease", truncate(n.name), ctx.Err())
+			return &opError{n.unlockOp(), fmt.Errorf("%w; the release goes on, bounded by the lease", ctx.Err())}
 		}
 		return err
 	case dequeueCall:
@@ -329,7 +329,7 @@ func (s *Session) run(ctx context.Context, n *name, req *request) error {
 				return n.dequeueReply(req.seq, now, fence, derr)
 			})
 			if derr != nil {
-				err = fmt.Errorf("baton: leave the queue of %q: %w; the entry lapses within a lease", truncate(n.name), derr)
+				err = &opError{"leave the queue of " + strconv.Quote(truncate(n.name)), fmt.Errorf("%w; the entry lapses within a lease", derr)}
 			}
 		})
 		if !done {

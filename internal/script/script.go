@@ -22,6 +22,9 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -263,6 +266,48 @@ func Run(ctx context.Context, rc rueidis.Client, p Pipe, s *Script, keys, args [
 	}
 	res, acked := RunMulti(ctx, rc, p, Call{s, keys, args})
 	return res[0], acked
+}
+
+// denied matches Redis's error for a command, channel or key that the ACL
+// user may not use inside a script, and the script line that made it.
+var (
+	denied   = regexp.MustCompile(`can't (run this command or subcommand|publish to the channel|access at least one of the keys)`)
+	lineOf   = regexp.MustCompile(`@user_script:(\d+)`)
+	callOnLn = regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
+)
+
+// Explain turns Redis's refusal of a command inside s (an ACL without it:
+// Redis names neither the command nor NOPERM) into an error that names the
+// command and what to do, wrapping err so that errors.As still reaches the
+// Redis error. Other errors come back as they are.
+func (s *Script) Explain(err error) error {
+	m := denied.FindStringSubmatch(errorText(err))
+	if m == nil {
+		return err
+	}
+	what := "a command"
+	if l := lineOf.FindStringSubmatch(err.Error()); l != nil {
+		lines := strings.Split(s.Src, "\n")
+		if n, _ := strconv.Atoi(l[1]); n >= 1 && n <= len(lines) {
+			if c := callOnLn.FindStringSubmatch(lines[n-1]); c != nil {
+				what = strings.ToUpper(c[1])
+			}
+		}
+	}
+	switch m[1] {
+	case "publish to the channel":
+		what = "publishing to a channel (" + what + ")"
+	case "access at least one of the keys":
+		what = "a key (" + what + ")"
+	}
+	return fmt.Errorf("NOPERM: the Redis user may not use %s, which baton's scripts need; give it the ACL rules in baton's README (ACL SETUSER ... see \"Redis permissions\"): %w", what, err)
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // Ints reads a script's reply: an array of integers, or the single
