@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/internal/keyspace"
 	"github.com/redis/rueidis"
 )
 
@@ -146,6 +147,7 @@ type Client struct {
 	stopped bool               // guarded by mu: spawn starts nothing more
 	renewC  chan struct{}      // size 1: asks the renewal loop to look again
 	loopAt  atomic.Int64       // when the renewal loop wakes next (unix ns); MaxInt64 while it is awake
+	unknown atomic.Bool        // a connection dropped: Redis may have lost the Instance key (see register)
 	subOK   chan struct{}      // closed once the grant channel is subscribed
 	subErr  chan error         // size 1: why subscribing failed before subOK
 
@@ -190,6 +192,15 @@ func New(opt Options) (*Client, error) {
 		return nil, err
 	}
 	c.def = c.newSession(opt.LeaseTTL)
+	rctx, cancel := context.WithTimeout(c.bg, max(5*time.Second, opt.LeaseTTL))
+	err := c.register(rctx)
+	cancel()
+	if err != nil {
+		c.stop()
+		c.rc.Close()
+		c.cc.Close()
+		return nil, fmt.Errorf("baton: register instance %q at %s: %w", c.instance, strings.Join(opt.Redis.InitAddress, ","), err)
+	}
 	c.admin, _ = admin.New(c.rc, c.prefix) // fails only on a prefix with braces, which fill rejects
 
 	c.wg.Add(2)
@@ -198,7 +209,6 @@ func New(opt Options) (*Client, error) {
 	// Grants must not be published before we listen for them.
 	t := time.NewTimer(max(5*time.Second, opt.LeaseTTL))
 	defer t.Stop()
-	var err error
 	select {
 	case <-c.subOK:
 		return c, nil
@@ -261,6 +271,21 @@ func (c *Client) connect(opt Options) error {
 	c.trackHeld = c.tracking && !c.sharded && c.replicas == 0 && !opt.DisableHeldTracking
 	return nil
 }
+
+// register writes the client's Instance where operators' tools find it
+// (keyspace.InstanceKey, by the client id that begins every member of its
+// sessions). It lives instanceTTL; the renewal loop writes it again every
+// instanceEvery and after a reconnection (Redis may have lost it), so it
+// outlives the client by at most instanceTTL.
+func (c *Client) register(ctx context.Context) error {
+	key := keyspace.InstanceKey(c.prefix, c.id)
+	return c.cc.Do(ctx, c.cc.B().Set().Key(key).Value(c.instance).Px(instanceTTL).Build()).Error()
+}
+
+const (
+	instanceTTL   = 25 * time.Hour
+	instanceEvery = time.Hour
+)
 
 // connectErr is New's error when rueidis could not connect with ro: it
 // names the address and says what to check.

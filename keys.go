@@ -87,7 +87,9 @@ type opError struct {
 	err error
 }
 
-func (e *opError) Error() string { return "baton: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "baton: ") }
+func (e *opError) Error() string {
+	return "baton: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "baton: ")
+}
 func (e *opError) Unwrap() error { return e.err }
 
 // acquireOp names a Lock (or, with try, TryLock) call on n as its caller

@@ -99,6 +99,7 @@ func (c *Client) recheckAll() {
 	if c.bg.Err() != nil {
 		return // Close drops the connections: nothing to look at, nothing to log
 	}
+	c.unknown.Store(true)
 	now := time.Now()
 	count := 0
 	for _, s := range c.allSessions() {

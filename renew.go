@@ -46,8 +46,17 @@ func (c *Client) renewLoop() {
 			<-results // cancelled with c.bg; wait for its goroutine
 		}
 	}()
+	registered := time.Now() // New registered the Instance
 	for {
 		c.loopAt.Store(math.MaxInt64) // awake: any time asked for now wakes it again
+		if now := time.Now(); now.Sub(registered) > instanceEvery || c.unknown.Swap(false) {
+			registered = now
+			c.spawn(func(bg context.Context) {
+				ctx, cancel := context.WithTimeout(bg, c.def.lease)
+				defer cancel()
+				c.register(ctx) // best effort: operators' tools show "?" without it
+			})
+		}
 		next, started := c.renewDue(time.Now(), inflight < maxInflight, results)
 		inflight += started
 		c.loopAt.Store(next.UnixNano())

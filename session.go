@@ -49,6 +49,7 @@ func (s *Session) LeaseTTL() time.Duration { return s.lease }
 type HeldLock struct {
 	Kind       Primitive // lock, semaphore permit or election leadership
 	Name       string
+	Instance   string    // the holder's Options.Instance
 	Token      uint64    // fencing token
 	Owner      string    // owner token stored in Redis
 	AcquiredAt time.Time // when this holder got it
@@ -66,7 +67,7 @@ func (s *Session) Held() []HeldLock {
 	var out []HeldLock
 	for _, n := range s.names {
 		if h := n.hold; n.st == held && h.lock != nil {
-			out = append(out, HeldLock{Kind: n.id.kind.primitive(), Name: n.name, Token: h.lock.token, Owner: h.owner, AcquiredAt: h.lock.acquired, Deadline: h.deadline})
+			out = append(out, HeldLock{Kind: n.id.kind.primitive(), Name: n.name, Instance: s.c.instance, Token: h.lock.token, Owner: h.owner, AcquiredAt: h.lock.acquired, Deadline: h.deadline})
 		}
 	}
 	return out
