@@ -23,6 +23,24 @@ func LockKey(prefix, name string) string { return prefix + ":{" + name + "}" }
 // slot of its keys.
 func GrantChannel(prefix, name string) string { return prefix + ":g:{" + name + "}" }
 
+// SemKey is a semaphore's hash "<prefix>:s:{<name>}": "#f" the last
+// fence, "#l" the limit, and one field per holder member, "<fence>:<deadline
+// ms>"; its queue and deadlines add ":q" and ":d", as a lock's do.
+func SemKey(prefix, name string) string { return prefix + ":s:{" + name + "}" }
+
+// ElectKey is an election's hash "<prefix>:e:{<name>}": a semaphore of 1
+// whose hash also holds each campaign's value ("#v:<member>") and marks a
+// holder granted the leadership but not yet taking it ("#p:<member>",
+// announced and reported as leader only once taken); changes of leader
+// are announced on "<prefix>:e:{<name>}:ev".
+func ElectKey(prefix, name string) string { return prefix + ":e:{" + name + "}" }
+
+// InstanceKey holds the Options.Instance of the client whose id (the first
+// 32 hex digits of every member of its sessions) is clientID, so that
+// operators see which process holds and waits. The client writes it at New
+// and keeps it alive while it runs; it expires after a crash.
+func InstanceKey(prefix, clientID string) string { return prefix + ":i:" + clientID }
+
 // CheckName says why name cannot be locked safely, or "" when it can. A
 // name beginning with "}" would make the hash tag empty, and Redis
 // Cluster would then scatter the name's keys over several slots.
