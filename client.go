@@ -242,7 +242,7 @@ func (c *Client) connect(opt Options) error {
 		// services forbid it): waiters and holders rely on grant messages,
 		// timers and renewals instead.
 		if opt.Logger != nil {
-			opt.Logger.Warn("baton: Redis refused client-side caching (CLIENT TRACKING); a holder hears of an outside change of its key at its next renewal (LeaseTTL/3) instead of at once, and waiters of a deleted key at the holder's lease end; set Redis.DisableCache to silence this",
+			opt.Logger.Warn("baton: Redis refused client-side caching (CLIENT TRACKING): a holder hears of an outside change of its key (DEL, a flush) at its next renewal (LeaseTTL/3) instead of at once, and so do the waiters it then serves; set Options.Redis.DisableCache to say so and silence this",
 				slog.String("error", err.Error()))
 		}
 		ro.DisableCache = true
