@@ -90,9 +90,14 @@ func ExampleLock_Token() {
 	defer c.Close()
 
 	err = c.Do(context.Background(), "account:7", func(ctx context.Context) error {
-		l, _ := baton.FromContext(ctx)
+		l, ok := baton.FromContext(ctx)
+		if !ok {
+			return errors.New("not under a lock")
+		}
+		// A holder may write several times with its token: the storage
+		// refuses only tokens below the highest it has seen.
 		// UPDATE accounts SET balance = $1, fence = $2
-		//   WHERE id = 7 AND fence < $2
+		//   WHERE id = 7 AND fence <= $2
 		fmt.Println("write with fence", l.Token())
 		return nil
 	})
