@@ -166,9 +166,12 @@ func TestChaosConnectionKill(t *testing.T) {
 }
 
 // TestChaosRestart: Redis restarts mid-run. Without persistence the locks
-// and counters vanish: overlaps across the restart are excused and the
-// counter is not checked, but fencing tokens must keep rising. With an
-// fsynced AOF everything survives and every check applies.
+// and counters vanish: an overlap across the restart is excused only if
+// the old holder (of a lock, a permit or a leadership, one of each paused
+// across it) heard of the loss within chaosRestartTellBound of the new
+// holder's acquisition (or of its own first check), the counter is not
+// checked, and fencing tokens must keep rising. With an fsynced AOF everything survives and every check
+// applies.
 func TestChaosRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -182,21 +185,41 @@ func TestChaosRestart(t *testing.T) {
 			srv := redistest.Start(t, tc.args...)
 			cfg := chaosConfig(t, srv, nil)
 			cfg.DataLoss = tc.loss
+			if tc.loss {
+				cfg.TellBound = chaosRestartTellBound
+			}
 			var restarted atomic.Bool
 			rep := runChaos(t, srv, cfg, func(ctx context.Context) {
-				tm := time.NewTimer(cfg.Duration / 3)
+				at := cfg.Duration / 3
+				if tc.loss {
+					at = cfg.Duration / 6 // pausing the three holders may take a while
+				}
+				tm := time.NewTimer(at)
 				defer tm.Stop()
 				select {
 				case <-ctx.Done():
 					return
 				case <-tm.C:
 				}
-				end := checker.ControlFrom(ctx).DataLoss()
-				// On failure Restart's t.Fatalf ends this goroutine only; the
-				// test then fails on restarted being false.
-				srv.Restart(t)
-				end()
-				restarted.Store(true)
+				restart := func() {
+					end := checker.ControlFrom(ctx).DataLoss()
+					// On failure Restart's t.Fatalf ends this goroutine only; the
+					// test then fails on restarted being false.
+					srv.Restart(t)
+					end()
+					restarted.Store(true)
+				}
+				if !tc.loss {
+					restart()
+					return
+				}
+				// A lock, a leadership and a permit held across it (if
+				// holders of all three can be paused in time).
+				n := holdAcrossLoss(t, ctx, restart)
+				if !restarted.Load() {
+					restart()
+				}
+				t.Logf("%d names taken over from a holder paused across the restart", n)
 			})
 			if !restarted.Load() {
 				t.Fatal("Redis was not restarted")

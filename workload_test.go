@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/checker"
+	"github.com/batonlock/baton/internal/faultproxy"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -36,6 +37,17 @@ type workloadShape struct {
 	elect    int   // election names besides those
 	cohort   []int // CohortLimit per client slot; nil: default
 	kills    bool  // CLIENT KILL of every connection at random times
+
+	// Shapes for issue 16 (see workload_shapes_test.go).
+	share      float64       // of the standard duration of a shape; 0: 1
+	goroutines int           // per Client; 0: the checker's default
+	extra      int           // extra sessions per Client; 0: default, negative: none
+	maxHold    time.Duration // 0: the checker's default
+	observers  bool          // Observe readers on every election, oracles (k) and (l)
+	children   bool          // child processes SIGKILLed while waiting or holding
+	outside    bool          // DEL of held keys and FLUSHALL from outside
+	latency    time.Duration // one-way latency (plus as much jitter) of every Client's connections
+	pauses     bool          // CLIENT PAUSE 50 WRITE at random times, with a FaultGrace of 100 ms
 }
 
 var workloadShapes = []workloadShape{
@@ -47,11 +59,12 @@ var workloadShapes = []workloadShape{
 	{name: "one-lease-1", leases: []time.Duration{time.Second, time.Second, time.Second}, names: 1},
 	// Mixed leases while every connection is killed now and then; three
 	// more names are semaphores and an election.
-	{name: "kills-4", leases: mixedLeases, names: 4, sems: []int{2, 3}, elect: 1, kills: true},
+	{name: "kills-4", leases: mixedLeases, names: 4, sems: []int{2, 3}, elect: 1, kills: true, observers: true},
 	// Semaphores of 2 and 3 and an election beside a lock, mixed leases:
 	// permits and leaderships contended by sessions of several goroutines,
 	// released, timed out and closed.
-	{name: "sems", leases: mixedLeases, names: 1, sems: []int{2, 3}, elect: 1, cohort: []int{0, 1, 2}},
+	{name: "sems", leases: mixedLeases, names: 1, sems: []int{2, 3}, elect: 1, cohort: []int{0, 1, 2}, observers: true},
+	issue16Shapes[0], issue16Shapes[1], issue16Shapes[2], issue16Shapes[3],
 }
 
 var mixedLeases = []time.Duration{300 * time.Millisecond, time.Second, 10 * time.Second}
@@ -92,7 +105,7 @@ func TestWorkload(t *testing.T) {
 	seed := workloadSeed(t)
 	for i, sh := range workloadShapes {
 		t.Run(sh.name, func(t *testing.T) {
-			runWorkload(t, sh, d, seed, seed+uint64(i))
+			runWorkload(t, sh, sh.duration(d), seed, seed+uint64(i))
 		})
 	}
 }
@@ -106,6 +119,12 @@ func runWorkload(t *testing.T, sh workloadShape, d time.Duration, base, seed uin
 	if err := srv.Do(t, "PING").Error(); err != nil {
 		t.Fatalf("PING: %v", err)
 	}
+	addr := srv.Addr()
+	if sh.latency > 0 {
+		p := faultproxy.Start(t, addr)
+		p.SetLatency(sh.latency, sh.latency)
+		addr = p.Addr()
+	}
 	cfg := checker.Workload{
 		Leases:        sh.leases,
 		SessionLeases: sh.sessions,
@@ -116,6 +135,7 @@ func runWorkload(t *testing.T, sh workloadShape, d time.Duration, base, seed uin
 		Seed:          seed,
 		Options: func(slot int) baton.Options {
 			o := baton.Options{Redis: srv.Option()}
+			o.Redis.InitAddress = []string{addr}
 			if slot < len(sh.cohort) {
 				o.CohortLimit = sh.cohort[slot]
 			}
@@ -124,9 +144,15 @@ func runWorkload(t *testing.T, sh workloadShape, d time.Duration, base, seed uin
 		Redis:       srv.Option,
 		LeakOptions: redistest.KnownLeaks(),
 	}
+	sh.configure(&cfg)
 	var fault func(ctx context.Context)
-	if sh.kills {
+	switch {
+	case sh.kills:
 		fault = func(ctx context.Context) { killConnections(t, ctx, srv, seed) }
+	case sh.outside:
+		fault = func(ctx context.Context) { changeKeys(t, ctx, srv, seed) }
+	case sh.pauses:
+		fault = func(ctx context.Context) { pauseWrites(t, ctx, srv, seed) }
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Minute)
 	defer cancel()
@@ -143,6 +169,7 @@ func runWorkload(t *testing.T, sh workloadShape, d time.Duration, base, seed uin
 	if sh.kills && rep.Faults == 0 {
 		t.Fatal("no connection was killed: the fault did not happen")
 	}
+	sh.checkRan(t, rep)
 }
 
 // killConnections kills every client connection (commands and pub/sub) of

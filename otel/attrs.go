@@ -12,12 +12,13 @@ import (
 
 // Attribute keys.
 const (
-	keyName    = attribute.Key("baton.lock.name")
-	keyHow     = attribute.Key("baton.lock.how")
-	keyOutcome = attribute.Key("baton.lock.outcome")
-	keyReason  = attribute.Key("baton.lock.reason")
-	keyEnd     = attribute.Key("baton.lock.end")
-	keyToken   = attribute.Key("baton.lock.token")
+	keyName      = attribute.Key("baton.lock.name")
+	keyPrimitive = attribute.Key("baton.lock.primitive")
+	keyHow       = attribute.Key("baton.lock.how")
+	keyOutcome   = attribute.Key("baton.lock.outcome")
+	keyReason    = attribute.Key("baton.lock.reason")
+	keyEnd       = attribute.Key("baton.lock.end")
+	keyToken     = attribute.Key("baton.lock.token")
 )
 
 // outcome is how a Lock call ended: the value of baton.lock.outcome, and
@@ -71,30 +72,55 @@ func howIndex(h baton.How) int {
 	return 0
 }
 
-// attrSets holds, for one value of baton.lock.name (or none), the
-// measurement options of every attribute combination, built once so that
-// recording allocates nothing.
+// Primitives: the index of a baton.Primitive among a label's sets, whose
+// String is the value of baton.lock.primitive. The zero Primitive (events
+// about no name have it; baton sends none with a name) is "", one baton
+// does not define "unknown".
+const (
+	primUnknown = int(baton.PrimitiveElection) + 1
+	nPrims      = primUnknown + 1
+)
+
+func primIndex(p baton.Primitive) int { return min(int(p), primUnknown) }
+
+// attrSets holds, for one primitive and one value of baton.lock.name (or
+// none), the measurement options of every attribute combination, built
+// once so that recording allocates nothing.
 type attrSets struct {
-	name     []attribute.KeyValue // baton.lock.name, or empty: the prefix of every set
-	plainAdd []metric.AddOption   // the name alone
+	spanName string               // of the span of a call that waited
+	prim     attribute.KeyValue   // baton.lock.primitive
+	name     []attribute.KeyValue // baton.lock.name, or empty
+	plainAdd []metric.AddOption   // the primitive and name alone, in every set
 	how      [nHows][]metric.AddOption
 	reason   [nOutcomes][]metric.AddOption // acquired is unused
 	outcome  [nOutcomes][]metric.RecordOption
 	end      [nEndings][]metric.RecordOption
 }
 
-// newAttrSets builds the sets for a name label; label nil means no name.
-func newAttrSets(label *string) *attrSets {
-	a := &attrSets{}
+// perPrim are the sets of one name label (or none), by primitive index.
+type perPrim [nPrims]*attrSets
+
+// newPerPrim builds the sets of every primitive for a name label; label nil
+// means no name.
+func newPerPrim(label *string) *perPrim {
+	var pp perPrim
+	for i := range pp {
+		pp[i] = newAttrSets(baton.Primitive(i), label)
+	}
+	return &pp
+}
+
+// newAttrSets builds the sets for a primitive and a name label; label nil
+// means no name.
+func newAttrSets(p baton.Primitive, label *string) *attrSets {
+	a := &attrSets{spanName: spanName(p), prim: keyPrimitive.String(p.String())}
 	if label != nil {
 		a.name = []attribute.KeyValue{keyName.String(*label)}
 	}
 	with := func(kv ...attribute.KeyValue) metric.MeasurementOption {
-		return metric.WithAttributeSet(attribute.NewSet(append(kv, a.name...)...))
+		return metric.WithAttributeSet(attribute.NewSet(append(append(kv, a.prim), a.name...)...))
 	}
-	if label != nil {
-		a.plainAdd = []metric.AddOption{with()}
-	}
+	a.plainAdd = []metric.AddOption{with()}
 	for h := range nHows {
 		a.how[h] = []metric.AddOption{with(keyHow.String(baton.How(h).String()))}
 	}
@@ -111,10 +137,10 @@ func newAttrSets(label *string) *attrSets {
 // labelCache maps the values of Options.NameLabel to their sets.
 type labelCache struct {
 	mu sync.RWMutex // protects m
-	m  map[string]*attrSets
+	m  map[string]*perPrim
 }
 
-func (c *labelCache) get(label string) *attrSets {
+func (c *labelCache) get(label string) *perPrim {
 	c.mu.RLock()
 	a := c.m[label]
 	c.mu.RUnlock()
@@ -124,16 +150,16 @@ func (c *labelCache) get(label string) *attrSets {
 	return c.add(label)
 }
 
-func (c *labelCache) add(label string) *attrSets {
+func (c *labelCache) add(label string) *perPrim {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if a := c.m[label]; a != nil {
 		return a
 	}
 	if c.m == nil {
-		c.m = make(map[string]*attrSets)
+		c.m = make(map[string]*perPrim)
 	}
-	a := newAttrSets(&label)
+	a := newPerPrim(&label)
 	c.m[label] = a
 	return a
 }

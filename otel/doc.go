@@ -1,5 +1,6 @@
-// Package batonotel reports the lock events of a baton Client as
-// OpenTelemetry metrics and spans.
+// Package batonotel reports the events of a baton Client (its locks,
+// semaphore permits and election leaderships) as OpenTelemetry metrics and
+// spans.
 //
 // An Observer is a baton.Observer: create one per Client with New and set
 // it in baton.Options.Observer.
@@ -15,26 +16,39 @@
 // The instruments follow the OpenTelemetry semantic-convention style (dot
 // separated names, UCUM units):
 //
-//	baton.lock.wait.duration   histogram       s              Lock calls that waited; baton.lock.outcome
-//	baton.lock.hold.duration   histogram       s              locks ended; baton.lock.end
+//	baton.lock.wait.duration   histogram       s              calls that waited; baton.lock.outcome
+//	baton.lock.hold.duration   histogram       s              holds ended; baton.lock.end
 //	baton.lock.acquisitions    counter         {acquisition}  baton.lock.how
-//	baton.lock.gave_up         counter         {call}         Lock calls without the lock; baton.lock.reason
-//	baton.lock.losses          counter         {lock}         held locks lost before Unlock
+//	baton.lock.gave_up         counter         {call}         calls without; baton.lock.reason
+//	baton.lock.losses          counter         {lock}         holds lost before Unlock
 //	baton.lock.renewal.errors  counter         {error}        failed renewal round trips
-//	baton.lock.held            up-down counter {lock}         locks held now
-//	baton.lock.waiting         up-down counter {call}         Lock calls waiting now
+//	baton.lock.held            up-down counter {lock}         held now
+//	baton.lock.waiting         up-down counter {call}         calls waiting now
 //
-// Attribute values: baton.lock.how is free, handoff or granted;
+// Every instrument but baton.lock.renewal.errors has the attribute
+// baton.lock.primitive: lock (Lock, TryLock, Do), semaphore (a Semaphore's
+// permits: Acquire, TryAcquire) or election (an Election's leadership:
+// Campaign). A leader is baton.lock.held{baton.lock.primitive=election} 1
+// for as long as it leads, and a follower
+// baton.lock.waiting{baton.lock.primitive=election} 1: select
+// baton.lock.primitive=lock in alerts meant for locks. A renewal round trip
+// renews every name of a session, whatever its primitive, so its errors
+// have no primitive. (An event with a name and the zero Primitive, which
+// baton does not send, counts under "", one with a Primitive baton does not
+// define under "unknown".)
+//
+// Other attribute values: baton.lock.how is free, handoff or granted;
 // baton.lock.outcome is acquired, timeout, canceled, closed or error, and
 // baton.lock.reason the same but acquired; baton.lock.end is released
-// (Unlock), closed (Close) or lost. The lock name is not an attribute unless
+// (Unlock), closed (Close) or lost. The name is not an attribute unless
 // Options.NameLabel is set.
 //
 // # Spans
 //
-// Each Lock call that had to wait gives one span "baton.Lock", a child of
-// the span in the caller's ctx, from the call to its return. See
-// Observer.Observe for its attributes and status. Calls that did not wait
-// give no span: they cost one or two round trips and would drown the
-// interesting ones.
+// Each call that had to wait gives one span, a child of the span in the
+// caller's ctx, from the call to its return: "baton.Lock" for a lock,
+// "baton.Semaphore.Acquire" for a permit, "baton.Election.Campaign" for a
+// leadership. See Observer.Observe for its attributes and status. Calls
+// that did not wait give no span: they cost one or two round trips and
+// would drown the interesting ones.
 package batonotel

@@ -39,7 +39,8 @@ func ExampleNew() {
 }
 
 // NameLabel adds a bounded attribute: here the kind of the lock, the part
-// of its name before ':'.
+// of its name before ':'. Every measurement about a name also carries its
+// primitive.
 func ExampleOptions_nameLabel() {
 	reader := sdkmetric.NewManualReader()
 	obs, err := batonotel.New(batonotel.Options{
@@ -54,8 +55,8 @@ func ExampleOptions_nameLabel() {
 	}
 	// The events a Client would send for two acquisitions.
 	ctx := context.Background()
-	obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Name: "invoice:17", How: baton.Free})
-	obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Name: "invoice:18", How: baton.Free})
+	obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "invoice:17", How: baton.Free})
+	obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "invoice:18", How: baton.Free})
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
@@ -64,12 +65,13 @@ func ExampleOptions_nameLabel() {
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if m.Name == "baton.lock.acquisitions" {
 			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				prim, _ := dp.Attributes.Value("baton.lock.primitive")
 				name, _ := dp.Attributes.Value("baton.lock.name")
 				how, _ := dp.Attributes.Value("baton.lock.how")
-				fmt.Printf("%s name=%s how=%s: %d\n", m.Name, name.AsString(), how.AsString(), dp.Value)
+				fmt.Printf("%s primitive=%s name=%s how=%s: %d\n", m.Name, prim.AsString(), name.AsString(), how.AsString(), dp.Value)
 			}
 		}
 	}
 	// Output:
-	// baton.lock.acquisitions name=invoice how=free: 2
+	// baton.lock.acquisitions primitive=lock name=invoice how=free: 2
 }

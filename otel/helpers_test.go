@@ -111,16 +111,23 @@ func (m metrics) hist(t testing.TB, name string, kv ...attribute.KeyValue) metri
 // attrSets returns every attribute set recorded in the metrics.
 func (m metrics) attrSets() []attribute.Set {
 	var out []attribute.Set
-	for _, x := range m {
-		switch d := x.Data.(type) {
-		case metricdata.Sum[int64]:
-			for _, dp := range d.DataPoints {
-				out = append(out, dp.Attributes)
-			}
-		case metricdata.Histogram[float64]:
-			for _, dp := range d.DataPoints {
-				out = append(out, dp.Attributes)
-			}
+	for n := range m {
+		out = append(out, m.attrSetsOf(n)...)
+	}
+	return out
+}
+
+// attrSetsOf returns every attribute set recorded in the metric name.
+func (m metrics) attrSetsOf(name string) []attribute.Set {
+	var out []attribute.Set
+	switch d := m[name].Data.(type) {
+	case metricdata.Sum[int64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
+		}
+	case metricdata.Histogram[float64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
 		}
 	}
 	return out
@@ -133,4 +140,6 @@ var (
 	outcome = attribute.Key("baton.lock.outcome").String
 	end     = attribute.Key("baton.lock.end").String
 	name    = attribute.Key("baton.lock.name").String
+	prim    = attribute.Key("baton.lock.primitive").String
+	lock    = prim("lock")
 )

@@ -8,129 +8,180 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/observertest"
 	batonotel "github.com/batonlock/baton/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TestWorkload runs the scripted workload through real clients on a real
-// Redis and checks that every figure matches what it did and what the
-// clients' Stats say.
+// Redis and checks that every figure of every primitive matches what the
+// script did, at its moments and at the end, and what the clients' Stats
+// say.
 func TestWorkload(t *testing.T) {
 	hs := [2]*harness{newHarness(t, batonotel.Options{}), newHarness(t, batonotel.Options{})}
 	ctx, root := hs[1].tp.Tracer("test").Start(context.Background(), "caller")
-	w := observertest.Run(t, ctx, [2]baton.Observer{hs[0].obs, hs[1].obs}, 20)
+	moments := 0
+	at := func(mo observertest.Moment) {
+		t.Helper()
+		moments++
+		for i, h := range hs {
+			m := h.collect(t)
+			for _, p := range observertest.Primitives {
+				kv := prim(p.String())
+				if got, want := m.sum(t, "baton.lock.held", kv), mo.Held[i][p]; got != int64(want) {
+					t.Errorf("%s: client %d baton.lock.held{%s} = %d, want %d", mo.What, i+1, p, got, want)
+				}
+				if got, want := m.sum(t, "baton.lock.waiting", kv), mo.Waiting[i][p]; got != int64(want) {
+					t.Errorf("%s: client %d baton.lock.waiting{%s} = %d, want %d", mo.What, i+1, p, got, want)
+				}
+			}
+			checkPrimitiveAttrs(t, m)
+		}
+	}
+	w := observertest.Run(t, ctx, [2]baton.Observer{hs[0].obs, hs[1].obs}, 20, at)
 	root.End()
+	if moments != 4 {
+		t.Errorf("%d moments, want 4", moments)
+	}
 
 	for i, h := range hs {
 		m, st := h.collect(t), w.Stats[i]
 		t.Run("client"+strconv.Itoa(i+1), func(t *testing.T) {
+			checkPrimitiveAttrs(t, m)
+			spans := spanCounts(h.spans.Ended())
+			for _, p := range observertest.Primitives {
+				f := w.Figures[i][p]
+				checkFigures(t, m, p, f)
+				waits := 0
+				for _, n := range f.Waits {
+					waits += n
+				}
+				if got := spans[spanNames[p]]; got != waits {
+					t.Errorf("%d spans %s, want one per call that waited (%s): %d", got, spanNames[p], p, waits)
+				}
+			}
 			eq := func(what string, got, want int64) {
 				t.Helper()
 				if got != want {
 					t.Errorf("%s = %d, want %d", what, got, want)
 				}
 			}
-			// Acquisitions, by how, as the calls got them and as Stats count.
-			eq("acquisitions", m.total(t, "baton.lock.acquisitions"), int64(w.Acquired[i]))
 			eq("acquisitions vs Stats.Acquired", m.total(t, "baton.lock.acquisitions"), int64(st.Acquired))
-			eq("acquisitions{how=handoff}", m.sum(t, "baton.lock.acquisitions", how("handoff")), int64(st.LocalHandoffs))
-			eq("acquisitions{how=granted}", m.sum(t, "baton.lock.acquisitions", how("granted")), int64(st.Granted))
-			eq("acquisitions{how=free}", m.sum(t, "baton.lock.acquisitions", how("free")), int64(st.Acquired-st.LocalHandoffs-st.Granted))
-			// Every lock ended: the hold histogram has them all.
-			holds := m.hist(t, "baton.lock.hold.duration", end("released")).Count +
-				m.hist(t, "baton.lock.hold.duration", end("closed")).Count +
-				m.hist(t, "baton.lock.hold.duration", end("lost")).Count
-			eq("hold.duration count", int64(holds), int64(st.Acquired))
-			eq("losses", m.sum(t, "baton.lock.losses"), int64(st.Lost))
+			eq("acquisitions vs the calls' count", m.total(t, "baton.lock.acquisitions"), int64(w.Acquired[i]))
+			eq("losses vs Stats.Lost", m.total(t, "baton.lock.losses"), int64(st.Lost))
 			eq("renewal.errors", m.sum(t, "baton.lock.renewal.errors"), int64(st.RenewalErrors))
-			eq("held after Close", m.sum(t, "baton.lock.held"), 0)
-			eq("waiting at the end", m.sum(t, "baton.lock.waiting"), 0)
-			// Every call that waited ended once, with a span.
-			var waits uint64
-			for _, oc := range []string{"acquired", "timeout", "canceled", "closed", "error"} {
-				waits += m.hist(t, "baton.lock.wait.duration", outcome(oc)).Count
-			}
-			eq("wait.duration count", int64(waits), int64(w.Waits[i]))
-			eq("baton.Lock spans", int64(countSpans(h.spans.Ended())), int64(w.Waits[i]))
-			eq("gave_up{timeout}+{canceled} vs Stats.Timeouts",
-				m.sum(t, "baton.lock.gave_up", reason("timeout"))+m.sum(t, "baton.lock.gave_up", reason("canceled")), int64(st.Timeouts))
-			eq("gave_up{error}", m.sum(t, "baton.lock.gave_up", reason("error")), 0)
-			if w.Waits[i] > 0 && m.hist(t, "baton.lock.wait.duration", outcome("acquired")).Sum <= 0 {
-				t.Errorf("wait.duration{outcome=acquired} sum is 0 after %d waits", w.Waits[i])
+			eq("spans vs Waiting events", int64(spans[batonotel.SpanName]+spans[batonotel.SpanNameSemaphore]+spans[batonotel.SpanNameElection]), int64(w.Waits[i]))
+			if m.hist(t, "baton.lock.wait.duration", lock, outcome("acquired")).Sum <= 0 {
+				t.Errorf("wait.duration{lock,acquired} sum is 0 after %d waits", w.Figures[i][baton.PrimitiveLock].Waits["acquired"])
 			}
 		})
 	}
+	if g := w.Figures[1][baton.PrimitiveLock].Acquired["granted"]; g < 1 {
+		t.Errorf("client 2 acquired %d locks by grant, want at least the scripted one", g)
+	}
+	checkScriptedSpans(t, hs[1].spans.Ended(), root.SpanContext().SpanID(), w)
+}
 
-	// What the script did on purpose.
-	m1, m2 := hs[0].collect(t), hs[1].collect(t)
-	for _, c := range []struct {
-		what      string
-		got, want int64
-	}{
-		{"client 1 losses", m1.sum(t, "baton.lock.losses"), 1},
-		{"client 1 hold{end=lost}", int64(m1.hist(t, "baton.lock.hold.duration", end("lost")).Count), 1},
-		{"client 1 gave_up", m1.total(t, "baton.lock.gave_up"), 0},
-		{"client 2 losses", m2.sum(t, "baton.lock.losses"), 0},
-		{"client 2 gave_up{timeout}", m2.sum(t, "baton.lock.gave_up", reason("timeout")), 1},
-		{"client 2 gave_up{canceled}", m2.sum(t, "baton.lock.gave_up", reason("canceled")), 1},
-		{"client 2 gave_up{closed}", m2.sum(t, "baton.lock.gave_up", reason("closed")), 1},
-		{"client 2 gave_up (the failed TryLock is not one)", m2.total(t, "baton.lock.gave_up"), 3},
-		{"client 2 wait{outcome=timeout}", int64(m2.hist(t, "baton.lock.wait.duration", outcome("timeout")).Count), 1},
-		{"client 2 wait{outcome=closed}", int64(m2.hist(t, "baton.lock.wait.duration", outcome("closed")).Count), 1},
-		{"client 2 hold{end=closed}", int64(m2.hist(t, "baton.lock.hold.duration", end("closed")).Count), 1},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s = %d, want %d", c.what, c.got, c.want)
-		}
-	}
-	if m2.sum(t, "baton.lock.acquisitions", how("granted")) < 1 {
-		t.Error("client 2 acquisitions{how=granted} = 0 after a grant")
-	}
-	if m1.total(t, "baton.lock.acquisitions") <= 40 || m2.total(t, "baton.lock.acquisitions") <= 40 {
-		t.Errorf("acquisitions %d and %d: the workload did not run", m1.total(t, "baton.lock.acquisitions"), m2.total(t, "baton.lock.acquisitions"))
-	}
+var spanNames = map[baton.Primitive]string{
+	baton.PrimitiveLock:      batonotel.SpanName,
+	baton.PrimitiveSemaphore: batonotel.SpanNameSemaphore,
+	baton.PrimitiveElection:  batonotel.SpanNameElection,
+}
 
-	// The spans of client 2's scripted calls: children of the caller's
-	// span, with the right attributes.
-	want := map[string]map[string]string{ // outcome: attributes
-		"acquired": {"baton.lock.name": observertest.GrantName, "baton.lock.how": "granted", "baton.lock.token": strconv.FormatUint(w.Granted, 10)},
-		"timeout":  {"baton.lock.name": observertest.BusyName, "baton.lock.how": "", "baton.lock.token": ""},
-		"canceled": {"baton.lock.name": observertest.BusyName},
-		"closed":   {"baton.lock.name": observertest.BusyName},
+// checkFigures checks every series of primitive p against what the script
+// did.
+func checkFigures(t *testing.T, m metrics, p baton.Primitive, want observertest.Figures) {
+	t.Helper()
+	pk := prim(p.String())
+	eq := func(metric string, kv attribute.KeyValue, got int64, want int) {
+		t.Helper()
+		if got != int64(want) {
+			t.Errorf("%s{%s,%s=%s} = %d, want %d", metric, p, kv.Key, kv.Value.Emit(), got, want)
+		}
 	}
-	for _, s := range hs[1].spans.Ended() {
-		if s.Name() != batonotel.SpanName || s.Parent().SpanID() != root.SpanContext().SpanID() {
-			continue
-		}
-		oc := spanAttr(s, "baton.lock.outcome")
-		attrs, ok := want[oc]
-		if !ok {
-			continue
-		}
-		delete(want, oc)
-		for k, v := range attrs {
-			if got := spanAttr(s, k); got != v {
-				t.Errorf("span of outcome %s: %s = %q, want %q", oc, k, got, v)
+	for v, n := range want.Acquired {
+		eq("baton.lock.acquisitions", how(v), m.sum(t, "baton.lock.acquisitions", pk, how(v)), n)
+	}
+	for v, n := range want.GaveUp {
+		eq("baton.lock.gave_up", reason(v), m.sum(t, "baton.lock.gave_up", pk, reason(v)), n)
+	}
+	for v, n := range want.Waits {
+		eq("baton.lock.wait.duration count", outcome(v), int64(m.hist(t, "baton.lock.wait.duration", pk, outcome(v)).Count), n)
+	}
+	for v, n := range want.Ends {
+		eq("baton.lock.hold.duration count", end(v), int64(m.hist(t, "baton.lock.hold.duration", pk, end(v)).Count), n)
+	}
+	eq("baton.lock.losses", pk, m.sum(t, "baton.lock.losses", pk), want.Ends["lost"])
+	eq("baton.lock.held", pk, m.sum(t, "baton.lock.held", pk), 0)
+	eq("baton.lock.waiting", pk, m.sum(t, "baton.lock.waiting", pk), 0)
+}
+
+// checkPrimitiveAttrs checks that every data point about a name has a
+// primitive the script used, and the renewal errors none.
+func checkPrimitiveAttrs(t *testing.T, m metrics) {
+	t.Helper()
+	for n := range m {
+		for _, s := range m.attrSetsOf(n) {
+			v, ok := s.Value("baton.lock.primitive")
+			switch p := v.Emit(); {
+			case n == "baton.lock.renewal.errors":
+				if ok {
+					t.Errorf("%s%v has a primitive", n, s.Encoded(attribute.DefaultEncoder()))
+				}
+			case p != "lock" && p != "semaphore" && p != "election":
+				t.Errorf("%s{%s}: primitive %q, want lock, semaphore or election", n, s.Encoded(attribute.DefaultEncoder()), p)
 			}
 		}
-		if s.Status().Code != codes.Unset {
-			t.Errorf("span of outcome %s: status %v, want Unset", oc, s.Status())
-		}
-		if d := s.EndTime().Sub(s.StartTime()); d <= 0 {
-			t.Errorf("span of outcome %s lasts %v", oc, d)
-		}
-	}
-	for oc := range want {
-		t.Errorf("no baton.Lock span of outcome %s under the caller's span", oc)
 	}
 }
 
-func countSpans(spans []sdktrace.ReadOnlySpan) int {
-	n := 0
+// checkScriptedSpans checks the spans of client 2's scripted calls: children
+// of the caller's span, with the right names and attributes.
+func checkScriptedSpans(t *testing.T, spans []sdktrace.ReadOnlySpan, parent trace.SpanID, w observertest.Workload) {
+	t.Helper()
+	type call struct{ span, outcome string }
+	want := map[call]map[string]string{
+		{batonotel.SpanName, "acquired"}: {"baton.lock.name": observertest.GrantName, "baton.lock.how": "granted",
+			"baton.lock.token": strconv.FormatUint(w.Granted, 10)},
+		{batonotel.SpanName, "timeout"}:           {"baton.lock.name": observertest.BusyName, "baton.lock.how": "", "baton.lock.token": ""},
+		{batonotel.SpanName, "canceled"}:          {"baton.lock.name": observertest.BusyName},
+		{batonotel.SpanName, "closed"}:            {"baton.lock.name": observertest.BusyName},
+		{batonotel.SpanNameSemaphore, "acquired"}: {"baton.lock.name": observertest.SemName, "baton.lock.how": "granted"},
+		{batonotel.SpanNameSemaphore, "canceled"}: {"baton.lock.name": observertest.SemName},
+		{batonotel.SpanNameElection, "acquired"}:  {"baton.lock.name": observertest.ElectName, "baton.lock.how": "granted"},
+	}
+	primOf := map[string]string{batonotel.SpanName: "lock", batonotel.SpanNameSemaphore: "semaphore", batonotel.SpanNameElection: "election"}
 	for _, s := range spans {
-		if s.Name() == batonotel.SpanName {
-			n++
+		c := call{s.Name(), spanAttr(s, "baton.lock.outcome")}
+		attrs, ok := want[c]
+		if !ok || s.Parent().SpanID() != parent {
+			continue
 		}
+		delete(want, c)
+		attrs["baton.lock.primitive"] = primOf[c.span]
+		for k, v := range attrs {
+			if got := spanAttr(s, k); got != v {
+				t.Errorf("span %s of outcome %s: %s = %q, want %q", c.span, c.outcome, k, got, v)
+			}
+		}
+		if s.Status().Code != codes.Unset {
+			t.Errorf("span %s of outcome %s: status %v, want Unset", c.span, c.outcome, s.Status())
+		}
+		if d := s.EndTime().Sub(s.StartTime()); d <= 0 {
+			t.Errorf("span %s of outcome %s lasts %v", c.span, c.outcome, d)
+		}
+	}
+	for c := range want {
+		t.Errorf("no span %s of outcome %s under the caller's span", c.span, c.outcome)
+	}
+}
+
+// spanCounts counts spans by name.
+func spanCounts(spans []sdktrace.ReadOnlySpan) map[string]int {
+	n := map[string]int{}
+	for _, s := range spans {
+		n[s.Name()]++
 	}
 	return n
 }

@@ -26,19 +26,22 @@ type Options struct {
 	// New finds it.
 	TracerProvider trace.TracerProvider
 
-	// NameLabel, if set, maps a lock name to the value of the attribute
-	// baton.lock.name, which is then added to every measurement about a lock
-	// and replaces the name in spans. Its results must be few (a name's
-	// kind, not the name): each distinct value is a series of every
-	// instrument, kept as long as the Observer. It must be safe for
-	// concurrent use. Default nil: metrics carry no name, and spans carry
-	// the lock name itself (a span is one call, not a series).
+	// NameLabel, if set, maps a name (of a lock, a semaphore or an
+	// election) to the value of the attribute baton.lock.name, which is then
+	// added to every measurement about a name and replaces the name in
+	// spans. Its results must be few (a name's kind, not the name): each
+	// distinct value is a series of every instrument per primitive, kept as
+	// long as the Observer. It must be safe for concurrent use. Default nil:
+	// metrics carry no name, and spans carry the name itself (a span is one
+	// call, not a series).
 	NameLabel func(name string) string
 }
 
-// Observer records a Client's lock events with OpenTelemetry instruments
-// and spans; it implements baton.Observer. Create it with New; the zero
-// value is not usable. It is safe for concurrent use.
+// Observer records a Client's events (of locks, semaphore permits and
+// election leaderships, told apart by the attribute baton.lock.primitive)
+// with OpenTelemetry instruments and spans; it implements baton.Observer.
+// Create it with New; the zero value is not usable. It is safe for
+// concurrent use.
 //
 // Give each Client its own Observer. Instruments are identified by name and
 // scope, so Observers on one MeterProvider add to the same series: their
@@ -51,11 +54,11 @@ type Observer struct {
 	acquired  metric.Int64Counter
 	gaveUp    metric.Int64Counter
 	losses    metric.Int64Counter
-	renewErrs metric.Int64Counter
+	renewErrs metric.Int64Counter // no primitive: a renewal serves every name of a session
 	held      metric.Int64UpDownCounter
 	waiting   metric.Int64UpDownCounter
 
-	plain  *attrSets // the sets without a name, used when nameLabel is nil
+	plain  *perPrim // the sets without a name, used when nameLabel is nil
 	labels labelCache
 }
 
@@ -76,64 +79,68 @@ func New(opt Options) (*Observer, error) {
 	o := &Observer{
 		tracer:    opt.TracerProvider.Tracer(ScopeName),
 		nameLabel: opt.NameLabel,
-		plain:     newAttrSets(nil),
+		plain:     newPerPrim(nil),
 	}
 	var errs [8]error
 	o.wait, errs[0] = m.Float64Histogram("baton.lock.wait.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long Lock calls that found the lock busy waited, by outcome."),
+		metric.WithDescription("How long Lock, Acquire and Campaign calls waited (those that had to), by primitive and outcome."),
 		metric.WithExplicitBucketBoundaries(buckets...))
 	o.hold, errs[1] = m.Float64Histogram("baton.lock.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long locks were held, by how they ended."),
+		metric.WithDescription("How long locks, permits and leaderships were held, by primitive and how they ended."),
 		metric.WithExplicitBucketBoundaries(buckets...))
 	o.acquired, errs[2] = m.Int64Counter("baton.lock.acquisitions", metric.WithUnit("{acquisition}"),
-		metric.WithDescription("Locks acquired by Lock or TryLock, by how."))
+		metric.WithDescription("Locks, permits and leaderships acquired, by primitive and how."))
 	o.gaveUp, errs[3] = m.Int64Counter("baton.lock.gave_up", metric.WithUnit("{call}"),
-		metric.WithDescription("Lock calls that returned without the lock, by reason."))
+		metric.WithDescription("Lock, Acquire and Campaign calls that returned without the lock, permit or leadership, by primitive and reason."))
 	o.losses, errs[4] = m.Int64Counter("baton.lock.losses", metric.WithUnit("{lock}"),
-		metric.WithDescription("Held locks lost before Unlock."))
+		metric.WithDescription("Held locks, permits and leaderships lost before Unlock, by primitive."))
 	o.renewErrs, errs[5] = m.Int64Counter("baton.lock.renewal.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Renewal round trips that failed and were retried."))
 	o.held, errs[6] = m.Int64UpDownCounter("baton.lock.held", metric.WithUnit("{lock}"),
-		metric.WithDescription("Locks held now."))
+		metric.WithDescription("Locks, permits and leaderships held now, by primitive."))
 	o.waiting, errs[7] = m.Int64UpDownCounter("baton.lock.waiting", metric.WithUnit("{call}"),
-		metric.WithDescription("Lock calls waiting for a busy lock now."))
+		metric.WithDescription("Lock, Acquire and Campaign calls waiting now, by primitive."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
-// Observe records ev. It implements baton.Observer.
+// Observe records ev under its primitive (baton.lock.primitive: lock,
+// semaphore or election; the renewal errors have none). It implements
+// baton.Observer.
 //
-// Acquired and GaveUp events whose Queued is true (Lock calls that waited)
-// also give a span "baton.Lock" whose parent is the span in ctx (the
-// caller's), which starts ev.Wait before the event and ends with it. Its
-// attributes are baton.lock.name (Options.NameLabel's value if set, else
-// the name), baton.lock.outcome, and on acquisition baton.lock.token and
-// baton.lock.how. Its status is Error, with the error recorded, only for
-// the outcome error (a Redis failure): a timeout, a cancellation or Close
-// ended the call as its caller asked, so their status stays Unset and
-// the outcome attribute says what happened.
+// Acquired and GaveUp events whose Queued is true (calls that waited) also
+// give a span whose parent is the span in ctx (the caller's), which starts
+// ev.Wait before the event and ends with it: "baton.Lock" for a lock,
+// "baton.Semaphore.Acquire" for a permit, "baton.Election.Campaign" for a
+// leadership. Its attributes are baton.lock.primitive, baton.lock.name
+// (Options.NameLabel's value if set, else the name), baton.lock.outcome,
+// and on acquisition baton.lock.token and baton.lock.how. Its status is
+// Error, with the error recorded, only for the outcome error (a Redis
+// failure): a timeout, a cancellation or Close ended the call as its
+// caller asked, so their status stays Unset and the outcome attribute says
+// what happened.
 func (o *Observer) Observe(ctx context.Context, ev baton.Event) {
 	switch ev.Kind {
 	case baton.Waiting:
-		o.waiting.Add(ctx, 1, o.sets(ev.Name).plainAdd...)
+		o.waiting.Add(ctx, 1, o.sets(ev.Primitive, ev.Name).plainAdd...)
 	case baton.Acquired:
-		a := o.sets(ev.Name)
+		a := o.sets(ev.Primitive, ev.Name)
 		o.acquired.Add(ctx, 1, a.how[howIndex(ev.How)]...)
 		o.held.Add(ctx, 1, a.plainAdd...)
 		if ev.Queued {
 			o.endWait(ctx, ev, a, acquired)
 		}
 	case baton.GaveUp:
-		a := o.sets(ev.Name)
+		a := o.sets(ev.Primitive, ev.Name)
 		oc := outcomeOf(ev.Err)
 		o.gaveUp.Add(ctx, 1, a.reason[oc]...)
 		if ev.Queued {
 			o.endWait(ctx, ev, a, oc)
 		}
 	case baton.Released:
-		a := o.sets(ev.Name)
+		a := o.sets(ev.Primitive, ev.Name)
 		end := released
 		if errors.Is(ev.Err, baton.ErrClosed) {
 			end = closedBy
@@ -141,7 +148,7 @@ func (o *Observer) Observe(ctx context.Context, ev baton.Event) {
 		o.held.Add(ctx, -1, a.plainAdd...)
 		o.hold.Record(ctx, ev.Held.Seconds(), a.end[end]...)
 	case baton.Lost:
-		a := o.sets(ev.Name)
+		a := o.sets(ev.Primitive, ev.Name)
 		o.losses.Add(ctx, 1, a.plainAdd...)
 		o.held.Add(ctx, -1, a.plainAdd...)
 		o.hold.Record(ctx, ev.Held.Seconds(), a.end[lost]...)
@@ -150,7 +157,7 @@ func (o *Observer) Observe(ctx context.Context, ev baton.Event) {
 	}
 }
 
-// endWait records the end of a Lock call that waited: the waiting count,
+// endWait records the end of a call that waited: the waiting count,
 // the wait histogram and the span.
 func (o *Observer) endWait(ctx context.Context, ev baton.Event, a *attrSets, oc outcome) {
 	now := time.Now()
@@ -159,10 +166,11 @@ func (o *Observer) endWait(ctx context.Context, ev baton.Event, a *attrSets, oc 
 	o.span(ctx, ev, a, oc, now)
 }
 
-// sets returns the attribute sets for a lock name.
-func (o *Observer) sets(name string) *attrSets {
-	if o.nameLabel == nil {
-		return o.plain
+// sets returns the attribute sets of primitive p and a name.
+func (o *Observer) sets(p baton.Primitive, name string) *attrSets {
+	pp := o.plain
+	if o.nameLabel != nil {
+		pp = o.labels.get(o.nameLabel(name))
 	}
-	return o.labels.get(o.nameLabel(name))
+	return pp[primIndex(p)]
 }

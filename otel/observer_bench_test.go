@@ -113,10 +113,10 @@ func BenchmarkLockUnlockContended(b *testing.B) {
 // waited (Waiting, Acquired with a span, Released).
 func BenchmarkObserve(b *testing.B) {
 	ctx := context.Background()
-	acq := baton.Event{Kind: baton.Acquired, Name: "a", How: baton.Free, Wait: 50 * time.Microsecond}
-	rel := baton.Event{Kind: baton.Released, Name: "a", Held: time.Millisecond}
-	waiting := baton.Event{Kind: baton.Waiting, Name: "a"}
-	granted := baton.Event{Kind: baton.Acquired, Name: "a", How: baton.Granted, Wait: time.Millisecond, Queued: true, Token: 1 << 20}
+	acq := baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", How: baton.Free, Wait: 50 * time.Microsecond}
+	rel := baton.Event{Kind: baton.Released, Primitive: baton.PrimitiveLock, Name: "a", Held: time.Millisecond}
+	waiting := baton.Event{Kind: baton.Waiting, Primitive: baton.PrimitiveLock, Name: "a"}
+	granted := baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", How: baton.Granted, Wait: time.Millisecond, Queued: true, Token: 1 << 20}
 	obs := benchObservers(b)[1].obs(b)
 	b.Run("uncontended", func(b *testing.B) {
 		b.ReportAllocs()

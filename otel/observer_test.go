@@ -30,25 +30,25 @@ func TestObserve(t *testing.T) {
 	ctx := context.Background()
 	obs := func(ev baton.Event) { h.obs.Observe(ctx, ev) }
 
-	obs(baton.Event{Kind: baton.Acquired, Name: "a", Token: 1, How: baton.Free, Wait: time.Millisecond})
-	obs(baton.Event{Kind: baton.Waiting, Name: "a"})
-	obs(baton.Event{Kind: baton.Waiting, Name: "a"})
+	obs(baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", Token: 1, How: baton.Free, Wait: time.Millisecond})
+	obs(baton.Event{Kind: baton.Waiting, Primitive: baton.PrimitiveLock, Name: "a"})
+	obs(baton.Event{Kind: baton.Waiting, Primitive: baton.PrimitiveLock, Name: "a"})
 	m := h.collect(t)
-	if got := m.sum(t, "baton.lock.held"); got != 1 {
+	if got := m.sum(t, "baton.lock.held", lock); got != 1 {
 		t.Errorf("held after one acquisition = %d, want 1", got)
 	}
-	if got := m.sum(t, "baton.lock.waiting"); got != 2 {
+	if got := m.sum(t, "baton.lock.waiting", lock); got != 2 {
 		t.Errorf("waiting after two Waiting events = %d, want 2", got)
 	}
 
-	obs(baton.Event{Kind: baton.Released, Name: "a", Token: 1, Held: 10 * time.Millisecond})
-	obs(baton.Event{Kind: baton.Acquired, Name: "a", Token: 2, How: baton.Granted, Wait: 20 * time.Millisecond, Queued: true})
-	obs(baton.Event{Kind: baton.Lost, Name: "a", Token: 2, Held: 5 * time.Millisecond, Err: baton.ErrLockLost})
-	obs(baton.Event{Kind: baton.GaveUp, Name: "a", Wait: 30 * time.Millisecond, Queued: true,
+	obs(baton.Event{Kind: baton.Released, Primitive: baton.PrimitiveLock, Name: "a", Token: 1, Held: 10 * time.Millisecond})
+	obs(baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", Token: 2, How: baton.Granted, Wait: 20 * time.Millisecond, Queued: true})
+	obs(baton.Event{Kind: baton.Lost, Primitive: baton.PrimitiveLock, Name: "a", Token: 2, Held: 5 * time.Millisecond, Err: baton.ErrLockLost})
+	obs(baton.Event{Kind: baton.GaveUp, Primitive: baton.PrimitiveLock, Name: "a", Wait: 30 * time.Millisecond, Queued: true,
 		Err: fmt.Errorf("%w (last: %w)", context.DeadlineExceeded, errors.New("LOADING"))})
-	obs(baton.Event{Kind: baton.GaveUp, Name: "b", Err: context.Canceled}) // did not wait
-	obs(baton.Event{Kind: baton.Acquired, Name: "b", Token: 7, How: baton.Handoff})
-	obs(baton.Event{Kind: baton.Released, Name: "b", Token: 7, Held: time.Second, Err: baton.ErrClosed})
+	obs(baton.Event{Kind: baton.GaveUp, Primitive: baton.PrimitiveLock, Name: "b", Err: context.Canceled}) // did not wait
+	obs(baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "b", Token: 7, How: baton.Handoff})
+	obs(baton.Event{Kind: baton.Released, Primitive: baton.PrimitiveLock, Name: "b", Token: 7, Held: time.Second, Err: baton.ErrClosed})
 	obs(baton.Event{Kind: baton.RenewalFailed, Err: errors.New("i/o timeout"), Count: 3})
 	obs(baton.Event{Kind: baton.RenewalFailed, Err: errors.New("i/o timeout"), Count: 3})
 	obs(baton.Event{Kind: baton.Rechecked, Count: 2})
@@ -61,15 +61,15 @@ func TestObserve(t *testing.T) {
 		kv   []attribute.KeyValue
 		want int64
 	}{
-		{"baton.lock.acquisitions", []attribute.KeyValue{how("free")}, 1},
-		{"baton.lock.acquisitions", []attribute.KeyValue{how("granted")}, 1},
-		{"baton.lock.acquisitions", []attribute.KeyValue{how("handoff")}, 1},
-		{"baton.lock.gave_up", []attribute.KeyValue{reason("timeout")}, 1},
-		{"baton.lock.gave_up", []attribute.KeyValue{reason("canceled")}, 1},
-		{"baton.lock.losses", nil, 1},
-		{"baton.lock.renewal.errors", nil, 2},
-		{"baton.lock.held", nil, 0},
-		{"baton.lock.waiting", nil, 0},
+		{"baton.lock.acquisitions", []attribute.KeyValue{lock, how("free")}, 1},
+		{"baton.lock.acquisitions", []attribute.KeyValue{lock, how("granted")}, 1},
+		{"baton.lock.acquisitions", []attribute.KeyValue{lock, how("handoff")}, 1},
+		{"baton.lock.gave_up", []attribute.KeyValue{lock, reason("timeout")}, 1},
+		{"baton.lock.gave_up", []attribute.KeyValue{lock, reason("canceled")}, 1},
+		{"baton.lock.losses", []attribute.KeyValue{lock}, 1},
+		{"baton.lock.renewal.errors", nil, 2}, // no primitive: a renewal serves every name
+		{"baton.lock.held", []attribute.KeyValue{lock}, 0},
+		{"baton.lock.waiting", []attribute.KeyValue{lock}, 0},
 	} {
 		if got := m.sum(t, c.name, c.kv...); got != c.want {
 			t.Errorf("%s%v = %d, want %d", c.name, c.kv, got, c.want)
@@ -92,7 +92,7 @@ func TestObserve(t *testing.T) {
 		{"baton.lock.hold.duration", end("lost"), 0.005},
 		{"baton.lock.hold.duration", end("closed"), 1},
 	} {
-		dp := m.hist(t, c.name, c.kv)
+		dp := m.hist(t, c.name, c.kv, lock)
 		if dp.Count != 1 || math.Abs(dp.Sum-c.sum) > 1e-9 {
 			t.Errorf("%s{%s}: count %d sum %g, want 1 and %g", c.name, c.kv.Value.Emit(), dp.Count, dp.Sum, c.sum)
 		}
@@ -114,10 +114,10 @@ func TestInstruments(t *testing.T) {
 	h := newHarness(t, batonotel.Options{})
 	ctx := context.Background()
 	for _, ev := range []baton.Event{
-		{Kind: baton.Waiting, Name: "a"},
-		{Kind: baton.GaveUp, Name: "a", Queued: true, Err: context.Canceled},
-		{Kind: baton.Acquired, Name: "a", How: baton.Free},
-		{Kind: baton.Lost, Name: "a", Err: baton.ErrLockLost},
+		{Kind: baton.Waiting, Primitive: baton.PrimitiveLock, Name: "a"},
+		{Kind: baton.GaveUp, Primitive: baton.PrimitiveLock, Name: "a", Queued: true, Err: context.Canceled},
+		{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", How: baton.Free},
+		{Kind: baton.Lost, Primitive: baton.PrimitiveLock, Name: "a", Err: baton.ErrLockLost},
 		{Kind: baton.RenewalFailed, Err: errors.New("x")},
 	} {
 		h.obs.Observe(ctx, ev)
@@ -190,12 +190,12 @@ func TestGaveUpReason(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, batonotel.Options{})
-			h.obs.Observe(context.Background(), baton.Event{Kind: baton.GaveUp, Name: "n", Queued: true, Err: c.err})
+			h.obs.Observe(context.Background(), baton.Event{Kind: baton.GaveUp, Primitive: baton.PrimitiveLock, Name: "n", Queued: true, Err: c.err})
 			m := h.collect(t)
-			if got := m.sum(t, "baton.lock.gave_up", reason(c.want)); got != 1 {
+			if got := m.sum(t, "baton.lock.gave_up", lock, reason(c.want)); got != 1 {
 				t.Errorf("gave_up{reason=%s} = %d, want 1", c.want, got)
 			}
-			if dp := m.hist(t, "baton.lock.wait.duration", outcome(c.want)); dp.Count != 1 {
+			if dp := m.hist(t, "baton.lock.wait.duration", lock, outcome(c.want)); dp.Count != 1 {
 				t.Errorf("wait{outcome=%s} count = %d, want 1", c.want, dp.Count)
 			}
 			if spans := h.spans.Ended(); len(spans) != 1 || spanAttr(spans[0], "baton.lock.outcome") != c.want {
@@ -212,11 +212,12 @@ func TestNameLabel(t *testing.T) {
 	h := newHarness(t, batonotel.Options{NameLabel: kind})
 	ctx := context.Background()
 	for _, n := range []string{"order:1", "order:2", "user:7"} {
-		h.obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Name: n, How: baton.Free})
+		h.obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: n, How: baton.Free})
 	}
-	h.obs.Observe(ctx, baton.Event{Kind: baton.Waiting, Name: "order:1"})
-	h.obs.Observe(ctx, baton.Event{Kind: baton.Released, Name: "order:1", Held: time.Millisecond})
-	h.obs.Observe(ctx, baton.Event{Kind: baton.Lost, Name: "user:7", Held: time.Millisecond, Err: baton.ErrLockLost})
+	h.obs.Observe(ctx, baton.Event{Kind: baton.Waiting, Primitive: baton.PrimitiveLock, Name: "order:1"})
+	h.obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveElection, Name: "order:leader", How: baton.Free})
+	h.obs.Observe(ctx, baton.Event{Kind: baton.Released, Primitive: baton.PrimitiveLock, Name: "order:1", Held: time.Millisecond})
+	h.obs.Observe(ctx, baton.Event{Kind: baton.Lost, Primitive: baton.PrimitiveLock, Name: "user:7", Held: time.Millisecond, Err: baton.ErrLockLost})
 	h.obs.Observe(ctx, baton.Event{Kind: baton.RenewalFailed, Err: errors.New("x")})
 	m := h.collect(t)
 
@@ -225,19 +226,20 @@ func TestNameLabel(t *testing.T) {
 		kv     []attribute.KeyValue
 		want   int64
 	}{
-		{"baton.lock.acquisitions", []attribute.KeyValue{how("free"), name("order")}, 2},
-		{"baton.lock.acquisitions", []attribute.KeyValue{how("free"), name("user")}, 1},
-		{"baton.lock.held", []attribute.KeyValue{name("order")}, 1},
-		{"baton.lock.held", []attribute.KeyValue{name("user")}, 0},
-		{"baton.lock.waiting", []attribute.KeyValue{name("order")}, 1},
-		{"baton.lock.losses", []attribute.KeyValue{name("user")}, 1},
+		{"baton.lock.acquisitions", []attribute.KeyValue{lock, how("free"), name("order")}, 2},
+		{"baton.lock.acquisitions", []attribute.KeyValue{lock, how("free"), name("user")}, 1},
+		{"baton.lock.held", []attribute.KeyValue{lock, name("order")}, 1},
+		{"baton.lock.held", []attribute.KeyValue{prim("election"), name("order")}, 1},
+		{"baton.lock.held", []attribute.KeyValue{lock, name("user")}, 0},
+		{"baton.lock.waiting", []attribute.KeyValue{lock, name("order")}, 1},
+		{"baton.lock.losses", []attribute.KeyValue{lock, name("user")}, 1},
 		{"baton.lock.renewal.errors", nil, 1}, // no name: a renewal serves many
 	} {
 		if got := m.sum(t, c.metric, c.kv...); got != c.want {
 			t.Errorf("%s%v = %d, want %d", c.metric, c.kv, got, c.want)
 		}
 	}
-	if dp := m.hist(t, "baton.lock.hold.duration", end("lost"), name("user")); dp.Count != 1 {
+	if dp := m.hist(t, "baton.lock.hold.duration", lock, end("lost"), name("user")); dp.Count != 1 {
 		t.Errorf("hold{end=lost,name=user} count = %d, want 1", dp.Count)
 	}
 	for _, s := range m.attrSets() {
@@ -247,20 +249,22 @@ func TestNameLabel(t *testing.T) {
 	}
 }
 
-// TestConcurrentObserve has goroutines observe whole lock lives at once:
-// the counts must add up (and -race must stay quiet).
+// TestConcurrentObserve has goroutines observe whole lock lives at once,
+// two for each name and primitive: the counts must add up (and -race must
+// stay quiet).
 func TestConcurrentObserve(t *testing.T) {
-	const goroutines, rounds = 8, 500
+	const goroutines, rounds = 12, 500
+	prims := []baton.Primitive{baton.PrimitiveLock, baton.PrimitiveSemaphore, baton.PrimitiveElection}
 	h := newHarness(t, batonotel.Options{NameLabel: func(n string) string { return n }})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
-			n := fmt.Sprint("n", g%4) // two goroutines per label, new labels racing
+			n, p := fmt.Sprint("n", g%2), prims[g/2%3] // new labels racing
 			for i := range rounds {
-				h.obs.Observe(ctx, baton.Event{Kind: baton.Waiting, Name: n})
-				h.obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Name: n, How: baton.Granted, Queued: true, Token: uint64(i)})
-				h.obs.Observe(ctx, baton.Event{Kind: baton.Released, Name: n, Held: time.Microsecond})
+				h.obs.Observe(ctx, baton.Event{Kind: baton.Waiting, Primitive: p, Name: n})
+				h.obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Primitive: p, Name: n, How: baton.Granted, Queued: true, Token: uint64(i)})
+				h.obs.Observe(ctx, baton.Event{Kind: baton.Released, Primitive: p, Name: n, Held: time.Microsecond})
 			}
 		})
 	}
@@ -269,16 +273,18 @@ func TestConcurrentObserve(t *testing.T) {
 	if got := m.total(t, "baton.lock.acquisitions"); got != goroutines*rounds {
 		t.Errorf("acquisitions = %d, want %d", got, goroutines*rounds)
 	}
-	for g := range 4 {
-		n := fmt.Sprint("n", g)
-		if got := m.sum(t, "baton.lock.acquisitions", how("granted"), name(n)); got != 2*rounds {
-			t.Errorf("acquisitions{name=%s} = %d, want %d", n, got, 2*rounds)
-		}
-		if got, w := m.sum(t, "baton.lock.held", name(n)), m.sum(t, "baton.lock.waiting", name(n)); got != 0 || w != 0 {
-			t.Errorf("held{name=%s} = %d, waiting = %d, want 0 and 0", n, got, w)
-		}
-		if dp := m.hist(t, "baton.lock.hold.duration", end("released"), name(n)); dp.Count != 2*rounds {
-			t.Errorf("hold{name=%s} count = %d, want %d", n, dp.Count, 2*rounds)
+	for g := range 2 {
+		for _, p := range prims {
+			kv := []attribute.KeyValue{name(fmt.Sprint("n", g)), prim(p.String())}
+			if got := m.sum(t, "baton.lock.acquisitions", append(kv, how("granted"))...); got != 2*rounds {
+				t.Errorf("acquisitions%v = %d, want %d", kv, got, 2*rounds)
+			}
+			if got, w := m.sum(t, "baton.lock.held", kv...), m.sum(t, "baton.lock.waiting", kv...); got != 0 || w != 0 {
+				t.Errorf("held%v = %d, waiting = %d, want 0 and 0", kv, got, w)
+			}
+			if dp := m.hist(t, "baton.lock.hold.duration", append(kv, end("released"))...); dp.Count != 2*rounds {
+				t.Errorf("hold%v count = %d, want %d", kv, dp.Count, 2*rounds)
+			}
 		}
 	}
 	if got := len(h.spans.Ended()); got != goroutines*rounds {
@@ -301,9 +307,9 @@ func TestDefaultProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs.Observe(context.Background(), baton.Event{Kind: baton.Acquired, Name: "a", How: baton.Free, Queued: true})
+	obs.Observe(context.Background(), baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", How: baton.Free, Queued: true})
 	h := &harness{reader: reader}
-	if got := h.collect(t).sum(t, "baton.lock.acquisitions", how("free")); got != 1 {
+	if got := h.collect(t).sum(t, "baton.lock.acquisitions", lock, how("free")); got != 1 {
 		t.Errorf("global provider: acquisitions = %d, want 1", got)
 	}
 	if got := len(spans.Ended()); got != 1 {
@@ -334,8 +340,8 @@ func TestNewError(t *testing.T) {
 func TestObserveAllocs(t *testing.T) {
 	h := newHarness(t, batonotel.Options{})
 	ctx := context.Background()
-	acq := baton.Event{Kind: baton.Acquired, Name: "a", How: baton.Free, Wait: time.Millisecond}
-	rel := baton.Event{Kind: baton.Released, Name: "a", Held: time.Millisecond}
+	acq := baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", How: baton.Free, Wait: time.Millisecond}
+	rel := baton.Event{Kind: baton.Released, Primitive: baton.PrimitiveLock, Name: "a", Held: time.Millisecond}
 	allocs := testing.AllocsPerRun(1000, func() {
 		h.obs.Observe(ctx, acq)
 		h.obs.Observe(ctx, rel)

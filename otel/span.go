@@ -10,12 +10,31 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// SpanName is the name of the span of a Lock call that waited.
-const SpanName = "baton.Lock"
+// The names of the span of a call that waited: a lock's Lock (also for
+// events whose primitive baton does not define), a Semaphore's Acquire, an
+// Election's Campaign. A span's name is its kind of operation, so that a
+// tracing backend that derives latencies from span names keeps a
+// follower's hours of Campaign apart from the milliseconds of a Lock.
+const (
+	SpanName          = "baton.Lock"
+	SpanNameSemaphore = "baton.Semaphore.Acquire"
+	SpanNameElection  = "baton.Election.Campaign"
+)
 
-// span records the span of a Lock call that waited and ended now.
+func spanName(p baton.Primitive) string {
+	switch p {
+	case baton.PrimitiveSemaphore:
+		return SpanNameSemaphore
+	case baton.PrimitiveElection:
+		return SpanNameElection
+	}
+	return SpanName
+}
+
+// span records the span of a call that waited and ended now.
 func (o *Observer) span(ctx context.Context, ev baton.Event, a *attrSets, oc outcome, now time.Time) {
-	kv := make([]attribute.KeyValue, 0, 4)
+	kv := make([]attribute.KeyValue, 0, 5)
+	kv = append(kv, a.prim)
 	if len(a.name) > 0 {
 		kv = append(kv, a.name...)
 	} else {
@@ -25,7 +44,7 @@ func (o *Observer) span(ctx context.Context, ev baton.Event, a *attrSets, oc out
 	if oc == acquired {
 		kv = append(kv, keyToken.Int64(int64(ev.Token)), keyHow.String(baton.How(howIndex(ev.How)).String()))
 	}
-	_, sp := o.tracer.Start(ctx, SpanName, trace.WithTimestamp(now.Add(-ev.Wait)), trace.WithAttributes(kv...))
+	_, sp := o.tracer.Start(ctx, a.spanName, trace.WithTimestamp(now.Add(-ev.Wait)), trace.WithAttributes(kv...))
 	if oc == failed && ev.Err != nil {
 		sp.RecordError(ev.Err, trace.WithTimestamp(now))
 		sp.SetStatus(codes.Error, ev.Err.Error())

@@ -39,17 +39,28 @@ func TestSpan(t *testing.T) {
 		ev     baton.Event
 		attrs  map[string]string // "" means absent
 		status codes.Code
+		span   string // default batonotel.SpanName
 	}{
-		{"acquired", baton.Event{Kind: baton.Acquired, Name: "jobs", Token: 42, How: baton.Granted, Wait: 1500 * time.Millisecond, Queued: true},
-			map[string]string{"baton.lock.name": "jobs", "baton.lock.outcome": "acquired", "baton.lock.token": "42", "baton.lock.how": "granted"}, codes.Unset},
-		{"timeout", baton.Event{Kind: baton.GaveUp, Name: "jobs", Wait: time.Second, Queued: true, Err: context.DeadlineExceeded},
-			map[string]string{"baton.lock.name": "jobs", "baton.lock.outcome": "timeout", "baton.lock.token": "", "baton.lock.how": ""}, codes.Unset},
-		{"canceled", baton.Event{Kind: baton.GaveUp, Name: "jobs", Wait: time.Second, Queued: true, Err: context.Canceled},
-			map[string]string{"baton.lock.outcome": "canceled"}, codes.Unset},
-		{"closed", baton.Event{Kind: baton.GaveUp, Name: "jobs", Wait: time.Second, Queued: true, Err: baton.ErrClosed},
-			map[string]string{"baton.lock.outcome": "closed"}, codes.Unset},
-		{"error", baton.Event{Kind: baton.GaveUp, Name: "jobs", Wait: time.Second, Queued: true, Err: redisErr},
-			map[string]string{"baton.lock.outcome": "error", "baton.lock.token": ""}, codes.Error},
+		{"acquired", baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "jobs", Token: 42, How: baton.Granted, Wait: 1500 * time.Millisecond, Queued: true},
+			map[string]string{"baton.lock.primitive": "lock", "baton.lock.name": "jobs", "baton.lock.outcome": "acquired", "baton.lock.token": "42", "baton.lock.how": "granted"}, codes.Unset, ""},
+		{"timeout", baton.Event{Kind: baton.GaveUp, Primitive: baton.PrimitiveLock, Name: "jobs", Wait: time.Second, Queued: true, Err: context.DeadlineExceeded},
+			map[string]string{"baton.lock.name": "jobs", "baton.lock.outcome": "timeout", "baton.lock.token": "", "baton.lock.how": ""}, codes.Unset, ""},
+		{"canceled", baton.Event{Kind: baton.GaveUp, Primitive: baton.PrimitiveLock, Name: "jobs", Wait: time.Second, Queued: true, Err: context.Canceled},
+			map[string]string{"baton.lock.outcome": "canceled"}, codes.Unset, ""},
+		{"closed", baton.Event{Kind: baton.GaveUp, Primitive: baton.PrimitiveLock, Name: "jobs", Wait: time.Second, Queued: true, Err: baton.ErrClosed},
+			map[string]string{"baton.lock.outcome": "closed"}, codes.Unset, ""},
+		{"error", baton.Event{Kind: baton.GaveUp, Primitive: baton.PrimitiveLock, Name: "jobs", Wait: time.Second, Queued: true, Err: redisErr},
+			map[string]string{"baton.lock.outcome": "error", "baton.lock.token": ""}, codes.Error, ""},
+		{"permit", baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveSemaphore, Name: "api", Token: 7, How: baton.Granted, Wait: time.Second, Queued: true},
+			map[string]string{"baton.lock.primitive": "semaphore", "baton.lock.name": "api", "baton.lock.outcome": "acquired", "baton.lock.how": "granted"},
+			codes.Unset, batonotel.SpanNameSemaphore},
+		{"leadership", baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveElection, Name: "jobs", Token: 3, How: baton.Granted, Wait: 443700 * time.Millisecond, Queued: true},
+			map[string]string{"baton.lock.primitive": "election", "baton.lock.name": "jobs", "baton.lock.outcome": "acquired", "baton.lock.token": "3"},
+			codes.Unset, batonotel.SpanNameElection},
+		{"campaign cancelled", baton.Event{Kind: baton.GaveUp, Primitive: baton.PrimitiveElection, Name: "jobs", Wait: time.Hour, Queued: true, Err: context.Canceled},
+			map[string]string{"baton.lock.primitive": "election", "baton.lock.outcome": "canceled"}, codes.Unset, batonotel.SpanNameElection},
+		{"zero primitive", baton.Event{Kind: baton.Acquired, Name: "jobs", Token: 1, How: baton.Granted, Wait: time.Second, Queued: true},
+			map[string]string{"baton.lock.primitive": "", "baton.lock.outcome": "acquired"}, codes.Unset, batonotel.SpanName},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, batonotel.Options{})
@@ -64,8 +75,11 @@ func TestSpan(t *testing.T) {
 				t.Fatalf("spans: %s, want the caller's and one of baton", spanSummary(spans))
 			}
 			s := spans[0]
-			if s.Name() != batonotel.SpanName {
-				t.Fatalf("first span ended is %q, want %q", s.Name(), batonotel.SpanName)
+			if c.span == "" {
+				c.span = batonotel.SpanName
+			}
+			if s.Name() != c.span {
+				t.Fatalf("first span ended is %q, want %q", s.Name(), c.span)
 			}
 			if s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
 				t.Errorf("span's parent %v, want the caller's span %v", s.Parent().SpanID(), parent.SpanContext().SpanID())
@@ -97,10 +111,10 @@ func TestSpan(t *testing.T) {
 func TestNoSpanWithoutWait(t *testing.T) {
 	h := newHarness(t, batonotel.Options{})
 	ctx := context.Background()
-	h.obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Name: "a", How: baton.Free, Wait: time.Millisecond})
-	h.obs.Observe(ctx, baton.Event{Kind: baton.GaveUp, Name: "a", Wait: time.Millisecond, Err: context.Canceled})
-	h.obs.Observe(ctx, baton.Event{Kind: baton.Released, Name: "a", Held: time.Millisecond})
-	h.obs.Observe(ctx, baton.Event{Kind: baton.Waiting, Name: "a"})
+	h.obs.Observe(ctx, baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", How: baton.Free, Wait: time.Millisecond})
+	h.obs.Observe(ctx, baton.Event{Kind: baton.GaveUp, Primitive: baton.PrimitiveLock, Name: "a", Wait: time.Millisecond, Err: context.Canceled})
+	h.obs.Observe(ctx, baton.Event{Kind: baton.Released, Primitive: baton.PrimitiveLock, Name: "a", Held: time.Millisecond})
+	h.obs.Observe(ctx, baton.Event{Kind: baton.Waiting, Primitive: baton.PrimitiveLock, Name: "a"})
 	if spans := h.spans.Ended(); len(spans) != 0 {
 		t.Errorf("spans %s, want none", spanSummary(spans))
 	}
@@ -113,7 +127,7 @@ func TestNoSpanWithoutWait(t *testing.T) {
 // name.
 func TestSpanNameLabel(t *testing.T) {
 	h := newHarness(t, batonotel.Options{NameLabel: func(string) string { return "kind" }})
-	h.obs.Observe(context.Background(), baton.Event{Kind: baton.Acquired, Name: "secret:1", How: baton.Free, Queued: true})
+	h.obs.Observe(context.Background(), baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "secret:1", How: baton.Free, Queued: true})
 	spans := h.spans.Ended()
 	if len(spans) != 1 {
 		t.Fatalf("spans %s, want one", spanSummary(spans))
@@ -121,7 +135,7 @@ func TestSpanNameLabel(t *testing.T) {
 	if got := spanAttr(spans[0], "baton.lock.name"); got != "kind" {
 		t.Errorf("baton.lock.name = %q, want the label %q", got, "kind")
 	}
-	if n := len(spans[0].Attributes()); n != 4 {
-		t.Errorf("%d attributes %v, want name, outcome, token, how", n, spans[0].Attributes())
+	if n := len(spans[0].Attributes()); n != 5 {
+		t.Errorf("%d attributes %v, want primitive, name, outcome, token, how", n, spans[0].Attributes())
 	}
 }

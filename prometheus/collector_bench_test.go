@@ -14,10 +14,10 @@ import (
 // Acquired, Released).
 func BenchmarkObserve(b *testing.B) {
 	ctx := context.Background()
-	acq := baton.Event{Kind: baton.Acquired, Name: "a", How: baton.Free, Wait: 50 * time.Microsecond}
-	rel := baton.Event{Kind: baton.Released, Name: "a", Held: time.Millisecond}
-	waiting := baton.Event{Kind: baton.Waiting, Name: "a"}
-	granted := baton.Event{Kind: baton.Acquired, Name: "a", How: baton.Granted, Wait: time.Millisecond, Queued: true}
+	acq := baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", How: baton.Free, Wait: 50 * time.Microsecond}
+	rel := baton.Event{Kind: baton.Released, Primitive: baton.PrimitiveLock, Name: "a", Held: time.Millisecond}
+	waiting := baton.Event{Kind: baton.Waiting, Primitive: baton.PrimitiveLock, Name: "a"}
+	granted := baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "a", How: baton.Granted, Wait: time.Millisecond, Queued: true}
 	for _, bm := range []struct {
 		name string
 		opt  batonprom.Options

@@ -49,10 +49,11 @@ func ExampleOptions_nameLabel() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)
 
-	// The events a Client would send for two acquisitions.
+	// The events a Client would send for two locks and a leadership.
 	ctx := context.Background()
-	col.Observe(ctx, baton.Event{Kind: baton.Acquired, Name: "invoice:17", How: baton.Free})
-	col.Observe(ctx, baton.Event{Kind: baton.Acquired, Name: "invoice:18", How: baton.Free})
+	col.Observe(ctx, baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "invoice:17", How: baton.Free})
+	col.Observe(ctx, baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveLock, Name: "invoice:18", How: baton.Free})
+	col.Observe(ctx, baton.Event{Kind: baton.Acquired, Primitive: baton.PrimitiveElection, Name: "invoice:billing-run", How: baton.Free})
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -64,7 +65,8 @@ func ExampleOptions_nameLabel() {
 		}
 	}
 	// Output:
-	// # HELP baton_lock_held Locks held now.
+	// # HELP baton_lock_held Locks, permits and leaderships held now, by primitive.
 	// # TYPE baton_lock_held gauge
-	// baton_lock_held{client="billing",name="invoice"} 2
+	// baton_lock_held{client="billing",name="invoice",primitive="election"} 1
+	// baton_lock_held{client="billing",name="invoice",primitive="lock"} 2
 }

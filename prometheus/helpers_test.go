@@ -1,7 +1,10 @@
 package batonprom_test
 
 import (
+	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,3 +95,23 @@ func (f figures) histCount(metric string) uint64 {
 }
 
 type labels = map[string]string
+
+// labelOf returns the value of the label name in lps, or "".
+func labelOf(lps []*dto.LabelPair, name string) string {
+	for _, lp := range lps {
+		if lp.GetName() == name {
+			return lp.GetValue()
+		}
+	}
+	return ""
+}
+
+// show writes a series as the exposition does: metric{k="v",...}.
+func show(metric string, l labels) string {
+	keys := slices.Sorted(maps.Keys(l))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, l[k])
+	}
+	return metric + "{" + strings.Join(parts, ",") + "}"
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/batonlock/baton"
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,9 +52,25 @@ const (
 
 var endingNames = [nEndings]string{"released", "closed", "lost"}
 
-// series holds the children of every metric for one value of the name
-// label (or none), looked up once so that counting hashes no labels.
+// Primitives: the index of a baton.Primitive among a group's series, and
+// the value of the label primitive. The zero Primitive (events about no
+// name have it; baton sends none with a name) is "", one baton does not
+// define "unknown".
+const (
+	primLock    = int(baton.PrimitiveLock)
+	primUnknown = int(baton.PrimitiveElection) + 1
+	nPrims      = primUnknown + 1
+)
+
+func primIndex(p baton.Primitive) int { return min(int(p), primUnknown) }
+
+func primName(i int) string { return baton.Primitive(i).String() }
+
+// series holds the children of every metric for one primitive and one
+// value of the name label (or none), looked up once so that counting
+// hashes no labels.
 type series struct {
+	prim    string   // the primitive label's value
 	name    []string // the name label's value, or empty
 	held    prometheus.Gauge
 	waiting prometheus.Gauge
@@ -64,14 +81,17 @@ type series struct {
 	hold    [nEndings]prometheus.Observer
 }
 
-// newSeries makes the series of a name label value; none for no name.
-func (c *Collector) newSeries(name ...string) *series {
-	with := func(v string) []string { return append([]string{v}, name...) }
+// newSeries makes the series of primitive prim and a name label value;
+// none for no name.
+func (c *Collector) newSeries(prim string, name ...string) *series {
+	plain := append([]string{prim}, name...)
+	with := func(v string) []string { return append([]string{prim, v}, name...) }
 	s := &series{
+		prim:    prim,
 		name:    name,
-		held:    c.held.WithLabelValues(name...),
-		waiting: c.waiting.WithLabelValues(name...),
-		losses:  c.losses.WithLabelValues(name...),
+		held:    c.held.WithLabelValues(plain...),
+		waiting: c.waiting.WithLabelValues(plain...),
+		losses:  c.losses.WithLabelValues(plain...),
 	}
 	for h := baton.Free; h <= baton.Granted; h++ {
 		s.how[h] = c.acquired.WithLabelValues(with(h.String())...)
@@ -88,34 +108,61 @@ func (c *Collector) newSeries(name ...string) *series {
 	return s
 }
 
-// seriesCache maps the values of Options.NameLabel to their series.
-type seriesCache struct {
-	mu sync.RWMutex // protects m
-	m  map[string]*series
+// group holds the series of one value of the name label (or none), one
+// per primitive, each made on the first event of its primitive.
+type group struct {
+	name []string   // the name label's value, or empty
+	mu   sync.Mutex // serializes making series; loading needs no lock
+	prim [nPrims]atomic.Pointer[series]
 }
 
-// get returns the series of label, made by mk on first use. Label values
-// must be UTF-8: others are repaired.
-func (sc *seriesCache) get(label string, mk func(name ...string) *series) *series {
-	sc.mu.RLock()
-	s := sc.m[label]
-	sc.mu.RUnlock()
-	if s != nil {
+// seriesOf returns g's series of primitive index i, made on first use.
+func (c *Collector) seriesOf(g *group, i int) *series {
+	if s := g.prim[i].Load(); s != nil {
 		return s
 	}
-	return sc.add(label, mk)
+	return c.addSeries(g, i)
 }
 
-func (sc *seriesCache) add(label string, mk func(name ...string) *series) *series {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if s := sc.m[label]; s != nil {
+func (c *Collector) addSeries(g *group, i int) *series {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.prim[i].Load(); s != nil {
 		return s
 	}
-	if sc.m == nil {
-		sc.m = make(map[string]*series)
-	}
-	s := mk(strings.ToValidUTF8(label, "\uFFFD"))
-	sc.m[label] = s
+	s := c.newSeries(primName(i), g.name...)
+	g.prim[i].Store(s)
 	return s
+}
+
+// groupCache maps the values of Options.NameLabel to their groups.
+type groupCache struct {
+	mu sync.RWMutex // protects m
+	m  map[string]*group
+}
+
+// get returns the group of label, made on first use. Label values must be
+// UTF-8: others are repaired.
+func (gc *groupCache) get(label string) *group {
+	gc.mu.RLock()
+	g := gc.m[label]
+	gc.mu.RUnlock()
+	if g != nil {
+		return g
+	}
+	return gc.add(label)
+}
+
+func (gc *groupCache) add(label string) *group {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if g := gc.m[label]; g != nil {
+		return g
+	}
+	if gc.m == nil {
+		gc.m = make(map[string]*group)
+	}
+	g := &group{name: []string{strings.ToValidUTF8(label, "\uFFFD")}}
+	gc.m[label] = g
+	return g
 }

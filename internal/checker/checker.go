@@ -40,6 +40,8 @@ type run struct {
 	trylock  map[string]int
 	lock     map[string]int
 	lossWG   sync.WaitGroup
+	toldLate map[*acq]bool // holders reported as told late of a data loss (analyse)
+	closeAt  time.Time     // when Run began closing the clients
 }
 
 func (r *run) keys(name string) (high, ctr, applied string) {
@@ -251,6 +253,7 @@ func (r *run) awaitWorkers(ctx context.Context, rep *Report, stopAt time.Time, w
 func (r *run) shutdown(hard context.Context, rep *Report, workersDone <-chan struct{}) {
 	close(r.closing)
 	r.mu.Lock()
+	r.closeAt = time.Now()
 	for _, p := range r.pauses { // nobody will match them now
 		close(p.got)
 	}

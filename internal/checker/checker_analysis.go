@@ -98,11 +98,15 @@ func (r *run) overlaps(rep *Report, name string, as []*acq) {
 			a := as[i]
 			if a.lost.IsZero() || a.lost.After(b.acquired) {
 				if a.end().After(b.acquired) { // a still held, not told: two holders
-					if r.excused(a, b) {
+					ok, late := r.excused(rep, a, b)
+					if ok {
 						rep.ExcusedOverlaps++
 						continue
 					}
 					rep.Overlaps++
+					if late != nil {
+						r.noteLate(rep, []*lateAcq{late})
+					}
 					if len(rep.failures) < 20 {
 						rep.failures = append(rep.failures, fmt.Sprintf(
 							"%s: client %d acquired token %d at t=%v while client %d held token %d (acquired t=%v, unlock t=%v, told of loss: %v)",
@@ -127,22 +131,6 @@ func lostText(r *run, a *acq) string {
 		return "never"
 	}
 	return fmt.Sprintf("t=%v", r.rel(a.lost))
-}
-
-func (r *run) excused(a, b *acq) bool {
-	if !r.cfg.DataLoss {
-		return false
-	}
-	for _, w := range r.losses {
-		to := w.to
-		if to.IsZero() {
-			to = b.acquired.Add(time.Hour)
-		}
-		if a.acquired.Before(to) && b.acquired.After(w.from) {
-			return true
-		}
-	}
-	return false
 }
 
 // iv is an interval in which a name is busy.

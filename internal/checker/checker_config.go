@@ -63,6 +63,17 @@ type Config struct {
 	// window are counted as excused instead of failing, and an Unlock that
 	// finds its key gone is no failure. Fencing tokens must still rise.
 	DataLoss bool
+	// TellBound, with DataLoss, excuses an overlap across a data-loss
+	// window only if the earlier holder was told of its loss (or its
+	// Unlock said ErrLockLost) at most TellBound after the later holder
+	// acquired, or after its own first check (FirstCheck after it
+	// acquired) for a hold younger than that when the window began: Redis
+	// lost the key, and the holder hears of it as a lock holder does, at
+	// once. Zero: such overlaps are excused whenever the holder heard.
+	TellBound time.Duration
+	// FirstCheck is how long a new hold goes before baton has Redis track
+	// its key (README: "Held keys are tracked"); default 50ms.
+	FirstCheck time.Duration
 	// LeakOptions are passed to goleak when looking for goroutines left
 	// behind (e.g. known leaks of the Redis client).
 	LeakOptions []goleak.Option
@@ -90,6 +101,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = "chk"
+	}
+	if cfg.FirstCheck <= 0 {
+		cfg.FirstCheck = 50 * time.Millisecond
 	}
 	if cfg.TryLockEvery == 0 {
 		cfg.TryLockEvery = 5

@@ -18,6 +18,10 @@ package checker
 //     an earlier grant to the same Campaign that lapsed unclaimed, e.g.
 //     its message lost to a partition: counted in
 //     Report.UnclaimedLeaders);
+//   - every leader it sees is one whose Campaign returned it, value and
+//     token (Report.PhantomLeaders counts those that are not), but in a
+//     fault (plus FaultGrace), when a grant's message may reach its
+//     campaigner too late, and once the clients are closing;
 //   - once the workers have stopped and the fault has returned, every
 //     observer comes to report nobody, then the leader of one more
 //     Campaign (value "settle"), which Leader also reports, then nobody
@@ -336,6 +340,14 @@ func (r *run) judgeElections(rep *Report) {
 	}
 }
 
+// phantomExcused says whether a leader read x may be one whose Campaign
+// did not return it: read in a fault (plus FaultGrace), whose messages
+// may reach a campaigner too late to claim its grant, or once the run
+// began closing the clients (a Campaign then ends with ErrClosed).
+func (r *run) phantomExcused(x timedLeader) bool {
+	return r.inFault(x.from) || (!r.closeAt.IsZero() && !x.to.Before(r.closeAt))
+}
+
 // timedLeader is a leader read between from and to.
 type timedLeader struct {
 	from, to time.Time
@@ -379,6 +391,12 @@ func (r *run) judgeLeaders(rep *Report, name, what string, ls []timedLeader) {
 			// unclaimed (e.g. its message lost to a partition): it led
 			// in Redis without knowing.
 			rep.UnclaimedLeaders++
+			if !r.phantomExcused(x) {
+				fail(&rep.PhantomLeaders, "read %+v at t=%v: an earlier grant to a Campaign (client %d) that returned token %d: a leader whose Campaign did not return it",
+					x.l, r.rel(x.from), c.client, c.a.token)
+			}
+		case c.a == nil && !r.phantomExcused(x):
+			fail(&rep.PhantomLeaders, "read %+v at t=%v: that Campaign (client %d) returned no leadership (a phantom leader)", x.l, r.rel(x.from), c.client)
 		}
 	}
 }
@@ -388,7 +406,7 @@ func (r Report) electionsText() string {
 	if r.cfg.Elections == 0 {
 		return ""
 	}
-	return fmt.Sprintf("elections %d: %d leaderships; %d leaders read by observers, %d Leader calls; inversions %d, foreign %d, unclaimed grants read %d; settled within %v, unconverged %d; %s\n",
-		r.cfg.Elections, r.Leaderships, r.Observed, r.LeaderReads, r.LeaderInversions, r.ForeignLeaders, r.UnclaimedLeaders,
+	return fmt.Sprintf("elections %d: %d leaderships; %d leaders read by observers, %d Leader calls; inversions %d, foreign %d, unclaimed grants read %d, phantoms %d; settled within %v, unconverged %d; %s\n",
+		r.cfg.Elections, r.Leaderships, r.Observed, r.LeaderReads, r.LeaderInversions, r.ForeignLeaders, r.UnclaimedLeaders, r.PhantomLeaders,
 		r.MaxConverge.Round(time.Millisecond), r.Unconverged, strings.Join(r.Settled, " "))
 }

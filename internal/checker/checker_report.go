@@ -35,6 +35,10 @@ type Report struct {
 	ExcusedOverlaps int // overlaps across a data loss (Config.DataLoss)
 	TokenInversions int // tokens not rising in acquisition order
 
+	ToldInTime, ToldLate int            // overlaps across a data loss whose old holder heard of it within TellBound, or not
+	MaxTellLag           time.Duration  // longest from such a later acquisition to the old holder's loss signal
+	LateHolders          map[string]int // old holders told late, by kind (lock, permit, leader)
+
 	WritesApplied  int   // fenced increments the holders saw applied
 	WritesRejected int   // refused by the fence (a higher token had written)
 	WritesUnknown  int   // no reply (connection killed)
@@ -56,6 +60,7 @@ type Report struct {
 	LeaderInversions int           // a reader saw a lower token after a higher one
 	ForeignLeaders   int           // a reader saw a leader no Campaign was (value or token)
 	UnclaimedLeaders int           // a reader saw a Campaign's earlier grant, which lapsed unclaimed
+	PhantomLeaders   int           // a reader saw, outside a fault, a leader whose Campaign did not return it
 	MaxConverge      time.Duration // longest the observers took to agree when the run settled
 	Unconverged      int           // observers that did not agree within HangBound
 	Settled          []string      // how each election settled
@@ -97,6 +102,10 @@ func (r Report) String() string {
 	}
 	b.WriteString(r.electionsText())
 	fmt.Fprintf(&b, "overlaps %d (excused %d), token inversions %d\n", r.Overlaps, r.ExcusedOverlaps, r.TokenInversions)
+	if r.cfg.TellBound > 0 {
+		fmt.Fprintf(&b, "across a data loss: %d overlaps whose old holder heard in time, %d late (longest lag of a loss signal behind the new holder %v); old holders told late %s\n",
+			r.ToldInTime, r.ToldLate, r.MaxTellLag.Round(10*time.Microsecond), fmtMap(r.LateHolders))
+	}
 	fmt.Fprintf(&b, "fenced writes: applied %d, rejected %d, unknown %d; applied in Redis %d; counter %d\n",
 		r.WritesApplied, r.WritesRejected, r.WritesUnknown, r.AppliedInRedis, r.Counter)
 	fmt.Fprintf(&b, "errors: Lock %v, TryLock %v, Unlock %v; unexpected %d\n",
@@ -157,9 +166,9 @@ func (r Report) Check() error {
 	if r.cfg.Elections > 0 && r.Leaderships == 0 {
 		f = append(f, "no leadership: the elections were not checked")
 	}
-	if r.LeaderInversions > 0 || r.ForeignLeaders > 0 || r.Unconverged > 0 {
-		f = append(f, fmt.Sprintf("elections: %d leaders read out of token order, %d not a campaign's, %d observers that did not settle",
-			r.LeaderInversions, r.ForeignLeaders, r.Unconverged))
+	if r.LeaderInversions > 0 || r.ForeignLeaders > 0 || r.Unconverged > 0 || r.PhantomLeaders > 0 {
+		f = append(f, fmt.Sprintf("elections: %d leaders read out of token order, %d not a campaign's, %d whose Campaign did not return them, %d observers that did not settle",
+			r.LeaderInversions, r.ForeignLeaders, r.PhantomLeaders, r.Unconverged))
 	}
 	if r.Stuck > 0 {
 		f = append(f, fmt.Sprintf("%d calls never returned", r.Stuck))

@@ -103,12 +103,19 @@ func (r *run) semOverlaps(rep *Report, name string, limit int, as []*acq) {
 	for _, b := range as {
 		live = slices.DeleteFunc(live, func(a *acq) bool { return !a.unlockAt.After(b.acquired) })
 		var held, signalled, excused []*acq
+		var late []*lateAcq
 		for _, a := range live {
-			switch {
-			case !a.lost.IsZero() && !a.lost.After(b.acquired):
+			if !a.lost.IsZero() && !a.lost.After(b.acquired) {
 				signalled = append(signalled, a) // told of its loss, not unlocked yet
-			case r.excused(a, b):
+				continue
+			}
+			ok, l := r.excused(rep, a, b)
+			switch {
+			case ok:
 				excused = append(excused, a)
+			case l != nil:
+				late = append(late, l)
+				fallthrough
 			default:
 				held = append(held, a)
 			}
@@ -116,6 +123,7 @@ func (r *run) semOverlaps(rep *Report, name string, limit int, as []*acq) {
 		rep.MaxPermits = max(rep.MaxPermits, len(held)+1)
 		if len(held) >= limit {
 			rep.Overlaps++
+			r.noteLate(rep, late)
 			if len(rep.failures) < 20 {
 				rep.failures = append(rep.failures, fmt.Sprintf("%s (limit %d): client %d acquired token %d at t=%v while %d others held a permit: %s",
 					name, limit, b.client, b.token, r.rel(b.acquired), len(held), r.permitsText(held)))

@@ -30,6 +30,18 @@
 // readers and Leader calls must see leaders in token order, each one a
 // campaign's, and agree once the run settles).
 //
+// With Config.TellBound, an overlap across a data loss (Control.DataLoss)
+// is excused only if the old holder heard of the loss at once
+// (checker_dataloss.go), and every leader a reader sees outside a fault
+// must be one whose Campaign returned it.
+//
+// RunWorkload (workload.go) is the randomized workload, judged by the
+// oracles (a) to (l) of WorkloadReport; besides its faults it can change
+// keys from outside (WorkloadControl.Outside, workload_outside.go), run
+// Observe readers (workload_observe.go, workload_subs.go) and start child
+// processes it SIGKILLs while they wait or hold (RunChild,
+// workload_children.go).
+//
 // The package depends only on baton, rueidis and goleak: it knows nothing
 // of how the servers or proxies it talks to were started. A fault function
 // can steer the run through the Control found in its context.

@@ -57,6 +57,14 @@ type wrun struct {
 	byName      [][]*whold // per name, by acquisition (set by analyse)
 	nearIdle    []idleCase // idle stretches within the bound (analyse)
 
+	changes  []change         // outside changes (WorkloadControl.Outside)
+	toldLate map[*whold]bool  // old holders (b) reported as told late
+	nkids    int              // children started
+	kids     []*wchild        // children killed and reaped
+	obs      []*wobserve      // Observe calls, once ended
+	liveObs  map[*wclient]int // Observe calls running, per Client
+	subLag   time.Duration    // longest (l) waited for subscriptions to go
+
 	watch sync.WaitGroup
 }
 
@@ -117,11 +125,13 @@ func RunWorkload(ctx context.Context, cfg Workload, fault func(ctx context.Conte
 // connects to nothing.
 func newWrun(cfg Workload) (*wrun, error) {
 	r := &wrun{
-		cfg:     cfg,
-		stop:    make(chan struct{}),
-		members: map[string]*wsession{},
-		fails:   map[string][]string{},
-		nfails:  map[string]int{},
+		cfg:      cfg,
+		stop:     make(chan struct{}),
+		members:  map[string]*wsession{},
+		liveObs:  map[*wclient]int{},
+		toldLate: map[*whold]bool{},
+		fails:    map[string][]string{},
+		nfails:   map[string]int{},
 	}
 	r.maxLease = cfg.CloseBound - time.Second
 	for i := range cfg.Names {
@@ -207,8 +217,8 @@ func (r *wrun) startSampler() (stop func()) {
 }
 
 // start starts Workload.Goroutines workers per slot (in workers) and the
-// goroutines that close sessions and restart Clients at random (in
-// closers). Each gets a seed drawn from rng, in this order, so that
+// goroutines that close sessions and restart Clients at random, start
+// children and Observe readers (in closers). Each gets a seed drawn from rng, in this order, so that
 // Workload.Seed repeats every random choice.
 func (r *wrun) start(rng *rand.Rand, workers, closers *sync.WaitGroup) {
 	cfg := r.cfg
@@ -230,6 +240,11 @@ func (r *wrun) start(rng *rand.Rand, workers, closers *sync.WaitGroup) {
 			r.every(cfg.ClientRestartEvery, rand.New(rand.NewPCG(cfg.Seed, seed)), r.restartRandomClient)
 		})
 	}
+	if cfg.Child != nil {
+		seed := rng.Uint64()
+		closers.Go(func() { r.children(rand.New(rand.NewPCG(cfg.Seed, seed))) })
+	}
+	r.startObservers(rng, closers)
 }
 
 // stopAndClose ends the run at r.stopAt (or when ctx ends) and closes the

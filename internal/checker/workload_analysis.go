@@ -30,6 +30,9 @@ func (r *wrun) analyse() WorkloadReport {
 	holds, waiters := r.byNameLocked(&rep)
 	idle := r.judgeNamesLocked(&rep, holds, waiters)
 	r.idleStatsLocked(&rep, idle)
+	r.judgeObservedLocked(&rep)
+	r.childrenStatsLocked(&rep)
+	rep.Changes, rep.MaxSubLag = r.changesText(), r.subLag
 	rep.Failures, rep.Counts = r.fails, r.nfails
 	if r.netAfterCtx > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d calls returned a network error after their own ctx had ended (allowed)", r.netAfterCtx))
@@ -66,7 +69,11 @@ func (r *wrun) byNameLocked(rep *WorkloadReport) (holds [][]*whold, waiters [][]
 	holds = make([][]*whold, len(r.names))
 	waiters = make([][]*wcall, len(r.names))
 	for _, c := range r.calls {
-		rep.Calls[c.op.String()]++
+		if c.sess.killed.IsZero() {
+			rep.Calls[c.op.String()]++
+		} else {
+			rep.Calls["child "+c.op.String()]++
+		}
 		switch {
 		case c.kind == "not-acquired":
 			rep.TryLockBusy++
@@ -101,12 +108,12 @@ func (r *wrun) judgeNamesLocked(rep *WorkloadReport, holds [][]*whold, waiters [
 		slices.SortStableFunc(ws, func(x, y *wcall) int { return x.start.Compare(y.start) })
 		r.losses(hs)
 		if limit := r.limits[name]; limit > 0 {
-			idle = append(idle, r.semaphore(rep, limit, hs, ws)...)
+			idle = append(idle, r.semaphore(rep, name, limit, hs, ws)...)
 			continue
 		}
 		r.overlaps(rep, hs)
 		r.tokens(rep, hs)
-		idle = append(idle, r.idle(hs, ws)...)
+		idle = append(idle, r.idle(name, hs, ws)...)
 		r.fifo(rep, hs, ws)
 	}
 	return idle
@@ -169,7 +176,9 @@ func next(hs []*whold, h *whold, t time.Time) *whold {
 
 // losses is oracle (a) for one name's holds.
 func (r *wrun) losses(hs []*whold) {
-	excused := func(h *whold, t time.Time) bool { return r.faultAtLocked(t, t, h.sess.lease+r.cfg.FaultGrace) }
+	excused := func(h *whold, t time.Time) bool {
+		return r.faultAtLocked(t, t, h.sess.lease+r.cfg.FaultGrace) || r.hitByLocked(h, t, false) != nil
+	}
 	for _, h := range hs {
 		nm := r.names[h.name]
 		lost := h.lost()
@@ -220,9 +229,21 @@ func (r *wrun) overlaps(rep *WorkloadReport, hs []*whold) {
 	for _, b := range hs {
 		active = slices.DeleteFunc(active, func(a *whold) bool { return !a.end().After(b.acquired) })
 		for _, a := range active {
+			excused, late := r.toldInTime(rep, a, b)
+			if excused {
+				continue
+			}
 			rep.Overlaps++
 			if a.sess == b.sess {
 				rep.OverlapsBetweenGoroutines++
+			}
+			if late != nil {
+				if msgs := r.noteLateLocked(rep, []*lateHold{late}); len(msgs) > 0 {
+					r.failLocked(oOverlap, "%s: holder told late of an outside change: %s", r.names[b.name], msgs[0])
+				} else {
+					r.nfails[oOverlap]++ // the same old holder, reported already
+				}
+				continue
 			}
 			lost := "never"
 			if l := a.lost(); !l.IsZero() {

@@ -41,14 +41,20 @@ type wsession struct {
 	closeErr             error
 	holds                []*whold // r.mu
 	ops                  sync.WaitGroup
+	killed               time.Time // a child's: when it was killed (r.mu)
 }
 
 // newClient makes the Client of slot (generation gen) and its extra
 // sessions.
 func (r *wrun) newClient(slot, gen int, rng *rand.Rand) (*wclient, error) {
+	label := fmt.Sprintf("c%d", slot)
+	if gen > 0 {
+		label += "#" + strconv.Itoa(gen)
+	}
 	o := r.cfg.Options(slot)
 	o.LeaseTTL = r.cfg.Leases[slot]
 	o.KeyPrefix = r.cfg.KeyPrefix
+	o.Redis.ClientName = r.clientName(label) // oracle (l) finds its connections by it
 	var c *baton.Client
 	var err error
 	for try := 0; ; try++ {
@@ -61,10 +67,6 @@ func (r *wrun) newClient(slot, gen int, rng *rand.Rand) (*wclient, error) {
 			return nil, fmt.Errorf("checker: client %d: %w", slot, err)
 		}
 		time.Sleep(50 * time.Millisecond) // pace the retries
-	}
-	label := fmt.Sprintf("c%d", slot)
-	if gen > 0 {
-		label += "#" + strconv.Itoa(gen)
 	}
 	cl := &wclient{slot: slot, gen: gen, label: label, lease: o.LeaseTTL, c: c}
 	r.mu.Lock()

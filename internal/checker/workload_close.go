@@ -112,6 +112,7 @@ func (r *wrun) closeClient(cl *wclient) {
 		return
 	}
 	r.judgeClose("Client.Close", cl.label, start, dur, err)
+	r.clientClosed(cl, cl.closeEnd)
 	// Sessions closed before by Session.Close were checked then.
 	r.checkClosed(slices.DeleteFunc(sessions, func(ws *wsession) bool { return ws.closedBy != "Client.Close" }))
 }

@@ -4,6 +4,7 @@ package checker
 
 import (
 	"errors"
+	"os/exec"
 	"slices"
 	"time"
 
@@ -80,6 +81,30 @@ type Workload struct {
 	// losses until a holder's lease plus this; default 1s.
 	FaultGrace time.Duration
 
+	// TellBound is how long after another holder returned a holder whose
+	// key an outside change hit (WorkloadControl.Outside) may still be
+	// told of its loss (oracle (b)); default 10ms.
+	TellBound time.Duration
+	// FirstCheck is how long a new hold may go before it hears of an
+	// outside change of its key: baton has Redis track a held key from
+	// its first renewal, 50 ms in (README: "Held keys are tracked");
+	// default 50ms, negative: none (the holder must be told at once).
+	FirstCheck time.Duration
+	// Observers makes every slot run Observe readers on every election,
+	// each for a random time, judged by oracles (k) and (l).
+	Observers bool
+	// SubBound is how long after an Observe ended or a Client closed its
+	// subscriptions may take to go (oracle (l)); default 500ms.
+	SubBound time.Duration
+	// Child returns the command of a child process (this test binary made
+	// to call RunChild); nil: no children. See workload_children.go.
+	Child func() *exec.Cmd
+	// ChildEvery is the mean time between two children; default 250ms.
+	ChildEvery time.Duration
+	// ChildLeases are the leases children get, one picked at random for
+	// each; default 300ms, 1s.
+	ChildLeases []time.Duration
+
 	// LeakOptions are passed to goleak (oracle (h)).
 	LeakOptions []goleak.Option
 }
@@ -133,6 +158,22 @@ func (cfg *Workload) defaults() error {
 	}
 	if cfg.FaultGrace <= 0 {
 		cfg.FaultGrace = time.Second
+	}
+	if cfg.TellBound <= 0 {
+		cfg.TellBound = 10 * time.Millisecond
+	}
+	if cfg.FirstCheck == 0 {
+		cfg.FirstCheck = 50 * time.Millisecond
+	}
+	cfg.FirstCheck = max(cfg.FirstCheck, 0)
+	if cfg.SubBound <= 0 {
+		cfg.SubBound = 500 * time.Millisecond
+	}
+	if cfg.ChildEvery <= 0 {
+		cfg.ChildEvery = 250 * time.Millisecond
+	}
+	if len(cfg.ChildLeases) == 0 {
+		cfg.ChildLeases = []time.Duration{300 * time.Millisecond, time.Second}
 	}
 	if cfg.CloseBound <= 0 {
 		cfg.CloseBound = slices.Max(append(slices.Clone(cfg.Leases), cfg.SessionLeases...)) + time.Second

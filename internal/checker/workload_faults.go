@@ -49,6 +49,9 @@ func (r *wrun) inFault(from, to time.Time) bool {
 // it, may have lost the calls that would have removed it, and it lapses
 // within the lease. r.mu is held.
 func (r *wrun) cleanupExcusedLocked(ws *wsession) bool {
+	if !ws.killed.IsZero() {
+		return true // a child's: what it left lapses with its lease
+	}
 	return r.faultAtLocked(ws.closeStart.Add(-ws.lease), ws.closeEnd, r.cfg.FaultGrace)
 }
 

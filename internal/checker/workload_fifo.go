@@ -11,18 +11,26 @@ import (
 	"time"
 )
 
+// fifoJudgedLocked says whether (e) judges waiter w: it returned, was
+// not a child's killed while waiting, and its wait met neither its
+// session's Close nor a fault window nor an outside change of its name
+// (plus grace). r.mu is held.
+func (r *wrun) fifoJudgedLocked(w *wcall) bool {
+	if w.end.IsZero() || w.kind == killedKind {
+		return false
+	}
+	if cs := w.sess.closeStart; !cs.IsZero() && cs.Before(w.end) {
+		return false
+	}
+	return !r.faultAtLocked(w.start, w.end, r.cfg.FaultGrace) && !r.changeAtLocked(w.name, w.start, w.end)
+}
+
 // fifo is oracle (e) for one name.
 func (r *wrun) fifo(rep *WorkloadReport, hs []*whold, ws []*wcall) {
 	turns := turnsOf(hs)
 	longest := longestWait(ws)
 	for i, w := range ws {
-		if w.end.IsZero() {
-			continue
-		}
-		if cs := w.sess.closeStart; !cs.IsZero() && cs.Before(w.end) {
-			continue
-		}
-		if r.faultAtLocked(w.start, w.end, r.cfg.FaultGrace) {
+		if !r.fifoJudgedLocked(w) {
 			continue
 		}
 		n := aheadOf(ws, i, longest) // other waiters in flight when w started
@@ -144,4 +152,68 @@ func (r *wrun) fifoFailLocked(w *wcall, count map[*wsession]int, own int, worst 
 	r.failLocked(oFIFO, "%s: %s by %s (called %s, timeout %v, returned %s after %s: %s): %s began %d turns meanwhile (limit %d = %d waiters in flight at its start + 1 + slack %d); its own session %d turns; others: %s; its session queued (or owner) in Redis: %s",
 		r.names[w.name], w.op, w.sess.label, r.at(w.start), w.timeout, r.at(w.end), ms(w.end.Sub(w.start)), outcome,
 		worst.label, count[worst], limit, n, r.cfg.FIFOSlack, own, cmp.Or(strings.Join(others, ", "), "none"), queued)
+}
+
+// semFIFO is (e) for one semaphore or election (limit 1): during each
+// Acquire or Campaign wait W, count for every other session the permits
+// it took with calls begun after W's. Sessions queue in FIFO order in
+// Redis, and a session's permits go to its waiters in about FIFO order,
+// so such a session is served before W only through a queue entry older
+// than W's: one of its permit slots queued or lingering in the queue
+// (at most limit) each time a permit goes to one of the k waiters of W's
+// session ahead of W, or before W's (k + 1 times), plus an attempt that
+// reached Redis before W's first one. More than limit x (k + 1) + 1 +
+// FIFOSlack fails: W was left behind.
+func (r *wrun) semFIFO(rep *WorkloadReport, limit int, hs []*whold, ws []*wcall) {
+	longest := longestWait(ws)
+	for i, w := range ws {
+		if !r.fifoJudgedLocked(w) {
+			continue
+		}
+		k := ownAhead(ws, i, longest)
+		count := map[*wsession]int{}
+		var worst *wsession
+		i := sort.Search(len(hs), func(i int) bool { return hs[i].acquired.After(w.start) })
+		for ; i < len(hs) && hs[i].acquired.Before(w.end); i++ {
+			b := hs[i]
+			if b.sess == w.sess || !b.call.start.After(w.start) {
+				continue
+			}
+			count[b.sess]++
+			if worst == nil || count[b.sess] > count[worst] {
+				worst = b.sess
+			}
+		}
+		if worst == nil {
+			continue
+		}
+		rep.MaxOvertakes = max(rep.MaxOvertakes, count[worst])
+		if bound := limit*(k+1) + 1 + r.cfg.FIFOSlack; count[worst] > bound {
+			outcome := "acquired token " + fmt.Sprint(w.hold.tokenOr())
+			if w.hold == nil {
+				outcome = w.kind
+			}
+			r.failLocked(oFIFO, "%s (limit %d): %s by %s (called %s, timeout %v, returned %s after %s: %s): %s took %d permits meanwhile with calls begun after it (bound %d = limit x (%d of its session ahead + 1) + 1 + slack %d). %s",
+				r.names[w.name], limit, w.op, w.sess.label, r.at(w.start), w.timeout, r.at(w.end), ms(w.end.Sub(w.start)), outcome,
+				worst.label, count[worst], bound, k, r.cfg.FIFOSlack, r.semRedisDuring(w.name, w.start, w.end))
+		}
+	}
+}
+
+// ownAhead counts the waiters of ws[i]'s session in flight when it
+// started (ws sorted by start, longest the longest wait among them).
+func ownAhead(ws []*wcall, i int, longest time.Duration) int {
+	w := ws[i]
+	n := 0
+	for j := i - 1; j >= 0 && !ws[j].start.Before(w.start.Add(-longest)); j-- {
+		if ws[j].sess == w.sess && waitEnd(ws[j]).After(w.start) {
+			n++
+		}
+	}
+	for j := i + 1; j < len(ws) && ws[j].start.Equal(w.start); j++ {
+		if ws[j].sess == w.sess {
+			n++
+		}
+	}
+	return n
 }

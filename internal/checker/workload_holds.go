@@ -79,6 +79,9 @@ func (h *whold) end() time.Time {
 	if h.closed() && !h.sess.closeStart.IsZero() && h.sess.closeStart.Before(e) {
 		e = h.sess.closeStart
 	}
+	if k := h.sess.killed; !k.IsZero() && k.Before(e) {
+		e = k // a child's: a dead process holds nothing
+	}
 	return e
 }
 
@@ -89,6 +92,8 @@ func (h *whold) end() time.Time {
 // never closed.
 func (h *whold) busyUntil() time.Time {
 	switch {
+	case !h.sess.killed.IsZero():
+		return h.sess.killed.Add(h.sess.lease) // a child's: its key lapses
 	case h.open:
 		return never
 	case h.closed():

@@ -56,13 +56,14 @@ func gap(ss []span, from, to time.Time) (d time.Duration, start, end time.Time, 
 	return d, start, end, before, after
 }
 
-// idle is oracle (d) for one name; it returns the free stretch of every
+// idle is oracle (d) for one name (its holds hs, its waiters ws); it returns the free stretch of every
 // wait that had one.
-func (r *wrun) idle(hs []*whold, ws []*wcall) []time.Duration {
+func (r *wrun) idle(name int, hs []*whold, ws []*wcall) []time.Duration {
 	var busy []span
 	for _, h := range hs {
-		busy = append(busy, span{from: h.acquired, to: h.busyUntil(), hold: h})
+		busy = append(busy, span{from: h.acquired, to: r.freeAfterChangeLocked(h), hold: h})
 	}
+	busy = append(busy, r.deadWaitersLocked(name)...)
 	for _, f := range r.faults {
 		to := f.to
 		if to.IsZero() {

@@ -44,6 +44,7 @@ type wcall struct {
 	kind     string    // Kind of the error; "" on success
 	errText  string
 	hold     *whold
+	value    string // Campaign: its value
 }
 
 func (c *wcall) waits() bool { return !c.op.try() }
@@ -126,6 +127,9 @@ func (r *wrun) operate(ws *wsession, rng *rand.Rand) {
 	ctx, cancel, c, cancelled := r.callCtx(op, rng)
 	defer cancel()
 	c.sess, c.name = ws, name
+	if op == opCampaign {
+		c.value = fmt.Sprintf("%s#%d", ws.label, r.values.Add(1)) // unique in the run
+	}
 	deadline, _ := ctx.Deadline()
 	hold := r.holdTime(rng)
 	r.mu.Lock()
@@ -134,7 +138,7 @@ func (r *wrun) operate(ws *wsession, rng *rand.Rand) {
 	r.mu.Unlock()
 	switch op {
 	case opLock, opTry, opAcquire, opTryAcquire, opCampaign:
-		l, err := r.acquire(ctx, ws, op, name)
+		l, err := r.acquire(ctx, ws, c)
 		now := time.Now()
 		ended := endedNow(l)
 		r.endCall(c, now, err, ctx, deadline, cancelled)

@@ -22,9 +22,11 @@ const (
 	oLeak     = "(h) goroutines left"
 	oErr      = "(i) errors"
 	oStuck    = "(j) stuck calls"
+	oObserve  = "(k) observed leaders"
+	oSubs     = "(l) subscriptions left"
 )
 
-var oracleOrder = []string{oLoss, oOverlap, oToken, oIdle, oFIFO, oClose, oCloseDur, oLeak, oErr, oStuck}
+var oracleOrder = []string{oLoss, oOverlap, oToken, oIdle, oFIFO, oClose, oCloseDur, oLeak, oErr, oStuck, oObserve, oSubs}
 
 // maxMsgs is how many messages each oracle keeps (all are counted).
 const maxMsgs = 15
@@ -118,13 +120,30 @@ func (r *wrun) failLocked(oracle, format string, args ...any) {
 //
 // (j) No call hangs: every call returns once the Clients closed.
 //
+// (k) Observed leaders (Workload.Observers; workload_observe.go): every
+// leader an Observe reader reports is one whose Campaign returned it,
+// value and token, and one reader's tokens never fall.
+//
+// (l) No subscription left (Workload.Observers; workload_subs.go): once
+// an Observe channel has closed, its Client's connections hold no
+// subscription beyond its grant channel and its Observe calls still
+// running; once a Client.Close returned, none; each within
+// Workload.SubBound.
+//
+// Outside changes of keys (WorkloadControl.Outside: DEL, FLUSHALL) and
+// child processes killed while holding or waiting (Workload.Child) are
+// read by the oracles as workload_outside.go and workload_children.go
+// say.
+//
 // Semaphore and election names (Workload.Semaphores, Workload.Elections)
 // are judged by (a) and (g) to (j) as locks are, permits and leaderships
 // as locks, and by (b) to (d) and (f) as workload_semaphore.go says: at
 // most Limit holders (one leader) at once, unique tokens above every token
 // returned before the call began, no wait while fewer than Limit hold and
 // wait ahead, nothing of a closed session left in their hashes and
-// queues; (e) does not apply to them.
+// queues, and (e) as FIFO between sessions: no session takes more than
+// Limit + 1 + FIFOSlack permits with calls begun after a waiter's during
+// its wait.
 type WorkloadReport struct {
 	Seed    uint64
 	Elapsed time.Duration
@@ -152,6 +171,18 @@ type WorkloadReport struct {
 	MaxPermits         int   // most holders of one semaphore (or election) at once, by the record (b)
 	Elections          int   // election names
 	Leaderships        int   // of the acquisitions, leaderships
+	MaxOvertakes       int   // most permits one session took during a wait with calls begun after it (e)
+
+	Changes              string         // outside changes, by kind
+	ToldInTime, ToldLate int            // overlaps whose earlier holder a change hit, told within TellBound or not (b)
+	MaxTellLag           time.Duration  // longest from such a later acquisition to the old holder's loss signal
+	LateHolders          map[string]int // old holders told late, by kind (lock, permit, leader), "(young)" if younger than FirstCheck at the change
+
+	Children, ChildHolds, ChildKilledWaiting int // child processes; their acquisitions; those killed while waiting
+
+	Observes, LeadersSeen int           // Observe calls and the leaders they reported (k)
+	Phantoms, DeadLeaders int           // leaders read whose Campaign returned an error, or a child's killed while waiting (k)
+	MaxSubLag             time.Duration // longest a subscription outlived its Observe or Client (l), when it went in time
 
 	Failures map[string][]string // by oracle, the first messages
 	Counts   map[string]int      // by oracle, all failures
@@ -218,7 +249,19 @@ func (r WorkloadReport) String() string {
 		fmt.Fprintf(&b, "semaphores %v: %d permits acquired; elections %d: %d leaderships; at most %d holders of one at once\n",
 			r.Semaphores, r.PermitAcquisitions, r.Elections, r.Leaderships, r.MaxPermits)
 	}
-	fmt.Fprintf(&b, "overlaps %d (inside one session %d), token inversions %d", r.Overlaps, r.OverlapsBetweenGoroutines, r.TokenInversions)
+	if r.Changes != "" {
+		fmt.Fprintf(&b, "outside changes: %s; overlaps after one: %d told in time, %d told late (max lag %s); old holders told late %v\n",
+			r.Changes, r.ToldInTime, r.ToldLate, ms(r.MaxTellLag), fmtMap(r.LateHolders))
+	}
+	if r.Children > 0 {
+		fmt.Fprintf(&b, "children: %d killed, %d acquisitions, %d killed while waiting\n", r.Children, r.ChildHolds, r.ChildKilledWaiting)
+	}
+	if r.Observes > 0 {
+		fmt.Fprintf(&b, "observers: %d Observe calls, %d leaders read (phantoms %d, dead children %d); subscriptions gone within %s when they went in time\n",
+			r.Observes, r.LeadersSeen, r.Phantoms, r.DeadLeaders, ms(r.MaxSubLag))
+	}
+	fmt.Fprintf(&b, "overlaps %d (inside one session %d), token inversions %d, most overtakes of a semaphore waiter %d",
+		r.Overlaps, r.OverlapsBetweenGoroutines, r.TokenInversions, r.MaxOvertakes)
 	if f := r.Failed(); len(f) > 0 {
 		fmt.Fprintf(&b, "\nFAILED: %s", strings.Join(f, ", "))
 	}

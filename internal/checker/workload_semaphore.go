@@ -98,9 +98,10 @@ func (r *wrun) semOp(name int, op opKind) opKind {
 	return opAcquire
 }
 
-// acquire makes a Lock, TryLock, Acquire, TryAcquire or Campaign call on
-// name; a Campaign's value is unique in the run.
-func (r *wrun) acquire(ctx context.Context, ws *wsession, op opKind, name int) (*baton.Lock, error) {
+// acquire makes call c: a Lock, TryLock, Acquire, TryAcquire or Campaign
+// call on its name, a Campaign with c.value.
+func (r *wrun) acquire(ctx context.Context, ws *wsession, c *wcall) (*baton.Lock, error) {
+	op, name := c.op, c.name
 	nm := r.names[name]
 	switch op {
 	case opTry:
@@ -112,7 +113,7 @@ func (r *wrun) acquire(ctx context.Context, ws *wsession, op opKind, name int) (
 		if err != nil {
 			return nil, err
 		}
-		return e.Campaign(ctx, fmt.Sprintf("%s#%d", ws.label, r.values.Add(1)))
+		return e.Campaign(ctx, c.value)
 	}
 	m, err := ws.s.Semaphore(nm, r.limits[name])
 	if err != nil {
@@ -147,8 +148,8 @@ func permitHolders(res rueidis.RedisResult) (string, error) {
 // semaphore judges one semaphore's holds (sorted by acquisition) and
 // waiters (sorted by start) by (b), (c) and (d); it returns the free
 // stretch of every wait that had one. r.mu is held.
-func (r *wrun) semaphore(rep *WorkloadReport, limit int, hs []*whold, ws []*wcall) []time.Duration {
-	if len(hs) > 0 && r.elect[hs[0].name] {
+func (r *wrun) semaphore(rep *WorkloadReport, name, limit int, hs []*whold, ws []*wcall) []time.Duration {
+	if r.elect[name] {
 		rep.Leaderships += len(hs)
 		r.tokens(rep, hs) // one leader at a time: tokens rise in acquisition order
 	} else {
@@ -156,36 +157,62 @@ func (r *wrun) semaphore(rep *WorkloadReport, limit int, hs []*whold, ws []*wcal
 	}
 	r.semOverlaps(rep, limit, hs)
 	r.semTokens(rep, hs)
-	return r.semIdle(limit, hs, ws)
+	r.semFIFO(rep, limit, hs, ws)
+	return r.semIdle(name, limit, hs, ws)
 }
 
-// semOverlaps is (b).
+// semOverlaps is (b). A holder an outside change hit counts as not
+// holding once told of its loss in time (see toldInTime).
 func (r *wrun) semOverlaps(rep *WorkloadReport, limit int, hs []*whold) {
 	var active []*whold
 	for _, b := range hs {
 		active = slices.DeleteFunc(active, func(a *whold) bool { return !a.end().After(b.acquired) })
 		rep.MaxPermits = max(rep.MaxPermits, len(active)+1)
 		if len(active) >= limit {
-			rep.Overlaps++
+			var held []*whold
+			var late []*lateHold
 			for _, a := range active {
-				if a.sess == b.sess {
-					rep.OverlapsBetweenGoroutines++
-					break
+				ok, l := r.toldInTime(rep, a, b)
+				if l != nil {
+					late = append(late, l)
+				}
+				if !ok {
+					held = append(held, a)
 				}
 			}
-			others := make([]string, len(active))
-			for i, a := range active {
-				lost := "never"
-				if l := a.lost(); !l.IsZero() {
-					lost = r.at(l)
-				}
-				others[i] = fmt.Sprintf("%s (%s; loss signal %s)", r.holdText(a), r.endText(a), lost)
+			if len(held) >= limit {
+				r.semOverlapLocked(rep, limit, held, b, r.noteLateLocked(rep, late))
 			}
-			r.failLocked(oOverlap, "%s (limit %d): %s acquired while %d others held a permit: %s",
-				r.names[b.name], limit, r.holdText(b), len(active), strings.Join(others, "; "))
 		}
 		active = append(active, b)
 	}
+}
+
+// semOverlapLocked records an overlap of (b): b acquired while the
+// holds in held were running; late says which of them an outside change
+// hit and who was told late. r.mu is held.
+func (r *wrun) semOverlapLocked(rep *WorkloadReport, limit int, held []*whold, b *whold, late []string) {
+	rep.Overlaps++
+	for _, a := range held {
+		if a.sess == b.sess {
+			rep.OverlapsBetweenGoroutines++
+			break
+		}
+	}
+	others := make([]string, len(held))
+	for i, a := range held {
+		lost := "never"
+		if l := a.lost(); !l.IsZero() {
+			lost = r.at(l)
+		}
+		others[i] = fmt.Sprintf("%s (%s; loss signal %s)", r.holdText(a), r.endText(a), lost)
+	}
+	what := ""
+	if len(late) > 0 {
+		what = "; holders told late of an outside change: " + strings.Join(late, "; ")
+	}
+	r.failLocked(oOverlap, "%s (limit %d): %s acquired while %d others held a permit: %s%s",
+		r.names[b.name], limit, r.holdText(b), len(held), strings.Join(others, "; "), what)
 }
 
 // semTokens is (c).
@@ -224,12 +251,15 @@ type cover struct {
 }
 
 // semIdle is (d) for one semaphore.
-func (r *wrun) semIdle(limit int, hs []*whold, ws []*wcall) []time.Duration {
+func (r *wrun) semIdle(name, limit int, hs []*whold, ws []*wcall) []time.Duration {
 	busy := make([]cover, 0, len(hs))
 	for _, h := range hs {
-		busy = append(busy, cover{from: h.acquired, to: h.busyUntil(), n: 1, hold: h})
+		busy = append(busy, cover{from: h.acquired, to: r.freeAfterChangeLocked(h), n: 1, hold: h})
 	}
 	var faults []cover
+	for _, d := range r.deadWaitersLocked(name) {
+		faults = append(faults, cover{from: d.from, to: d.to, n: 1})
+	}
 	for _, f := range r.faults {
 		to := never
 		if !f.to.IsZero() {

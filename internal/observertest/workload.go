@@ -1,247 +1,251 @@
 // Package observertest is the scripted workload that the Observer
 // adapters (the otel and prometheus modules) check their figures against:
-// two clients against a throwaway Redis, whose every step is known.
+// two clients against a throwaway Redis, whose every step is known, with
+// locks, a semaphore and elections.
 package observertest
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
-// tee passes events on to an Observer, counts Waiting events, and lets a
-// test wait for an event of a kind and name.
-type tee struct {
-	next baton.Observer
-
-	mu      sync.Mutex // protects waits, watches
-	waits   int
-	watches []watch
-}
-
-type watch struct {
-	kind baton.EventKind
-	name string
-	ch   chan baton.Event // size 1
-}
-
-func (t *tee) Observe(ctx context.Context, ev baton.Event) {
-	t.next.Observe(ctx, ev) // recorded before anyone hears of it
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if ev.Kind == baton.Waiting {
-		t.waits++
-	}
-	for i, w := range t.watches {
-		if w.kind == ev.Kind && w.name == ev.Name {
-			w.ch <- ev
-			t.watches = append(t.watches[:i], t.watches[i+1:]...)
-			return
-		}
-	}
-}
-
-// watch returns a channel that receives the next event of kind about name;
-// call it before the action that causes the event.
-func (t *tee) watch(kind baton.EventKind, name string) <-chan baton.Event {
-	ch := make(chan baton.Event, 1)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.watches = append(t.watches, watch{kind, name, ch})
-	return ch
-}
-
-func (t *tee) waiting() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.waits
-}
-
-func await[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
 // Workload is what Run did, for the checks of the figures.
 type Workload struct {
 	Stats    [2]baton.Stats // after Close
-	Acquired [2]int         // locks the calls of each client got
+	Acquired [2]int         // locks, permits and leaderships the calls of each client got
 	Waits    [2]int         // Waiting events of each client
 	Granted  uint64         // token of the lock c2 got by grant, after waiting
+
+	// Figures are what each client's calls of each primitive did, indexed
+	// by client and baton.Primitive (index 0 is unused: every event of the
+	// script is about a name).
+	Figures [2][nPrimitives]Figures
 }
 
-// Lock names of the scripted steps.
-const (
-	GrantName = "granted"
-	BusyName  = "busy"
-	LostName  = "lost"
-	CloseName = "close"
+// Primitives are the primitives the script uses, in the order of
+// baton.Primitive.
+var Primitives = []baton.Primitive{baton.PrimitiveLock, baton.PrimitiveSemaphore, baton.PrimitiveElection}
+
+const nPrimitives = int(baton.PrimitiveElection) + 1
+
+// Label values the adapters give how, reason, outcome and end.
+var (
+	Hows     = []string{"free", "handoff", "granted"}
+	Reasons  = []string{"timeout", "canceled", "closed", "error"}
+	Outcomes = []string{"acquired", "timeout", "canceled", "closed", "error"}
+	Ends     = []string{"released", "closed", "lost"}
 )
 
+// Figures are what one client's calls of one primitive did: the counts an
+// adapter must show for it. Every map has every label value, zeros too.
+type Figures struct {
+	Acquired map[string]int // acquisitions, by how (Hows)
+	GaveUp   map[string]int // waiting calls that returned without, by reason (Reasons)
+	Waits    map[string]int // calls that went to sleep, by outcome (Outcomes)
+	Ends     map[string]int // holds that ended, by end (Ends); "lost" is the losses
+}
+
+func newFigures() Figures {
+	zero := func(keys []string) map[string]int {
+		m := make(map[string]int, len(keys))
+		for _, k := range keys {
+			m[k] = 0
+		}
+		return m
+	}
+	return Figures{Acquired: zero(Hows), GaveUp: zero(Reasons), Waits: zero(Outcomes), Ends: zero(Ends)}
+}
+
+// Moment is a point of the script at which an adapter's gauges must show
+// exactly Held and Waiting, indexed by client and baton.Primitive.
+type Moment struct {
+	What    string
+	Held    [2][nPrimitives]int
+	Waiting [2][nPrimitives]int
+}
+
+// Names of the scripted steps: locks but for the semaphore SemName and the
+// elections ElectName and LostLeaderName.
+const (
+	GrantName      = "granted"
+	BusyName       = "busy"
+	LostName       = "lost"
+	CloseName      = "close"
+	SemName        = "sem"
+	SemLimit       = 2
+	ElectName      = "leader"
+	LostLeaderName = "lost-leader"
+)
+
+// PrimitiveOf returns what the script uses name as.
+func PrimitiveOf(name string) baton.Primitive {
+	switch name {
+	case SemName:
+		return baton.PrimitiveSemaphore
+	case ElectName, LostLeaderName:
+		return baton.PrimitiveElection
+	}
+	return baton.PrimitiveLock
+}
+
 // Run drives two clients, observed by obs[0] and obs[1], through a
-// script, and closes them. Client 2's scripted Lock calls use ctx.
+// script, and closes them. Client 2's scripted calls use ctx. At each
+// Moment of the script Run calls at (if not nil) with the gauges it
+// expects.
 //
 //  1. contention: 4 goroutines per client, rounds Lock/Unlock each on
 //     three names;
 //  2. client 2 waits for GrantName, held by client 1, and gets it by grant;
-//  3. client 1 holds BusyName: client 2's TryLock fails, a Lock with a
-//     200ms deadline times out, a Lock is cancelled once waiting;
+//  3. client 1 holds BusyName (until step 8): client 2's TryLock fails, a
+//     Lock with a 200ms deadline times out, a Lock is cancelled once
+//     waiting;
 //  4. client 1's LostName is deleted from outside: lost;
-//  5. client 2 holds CloseName and waits for BusyName when it is closed;
-//  6. client 1 releases BusyName and is closed.
-func Run(t *testing.T, ctx context.Context, obs [2]baton.Observer, rounds int) Workload {
+//  5. semaphore SemName of SemLimit 2: client 1 takes both permits, client
+//     2's TryAcquire fails, its Acquire waits (a Moment) and gets the permit
+//     client 1 releases by grant; its second Acquire is cancelled once
+//     waiting; both release;
+//  6. election ElectName: client 1 leads, client 2 campaigns (a Moment);
+//     client 1 resigns and client 2 leads by grant; client 1 campaigns
+//     again;
+//  7. client 2 holds CloseName and leads, and waits for BusyName (a
+//     Moment) when it is closed: client 1 leads by grant (the failover, a
+//     Moment);
+//  8. client 1 leads LostLeaderName in a session of short lease; its key is
+//     deleted from outside: lost;
+//  9. client 1 releases BusyName and is closed, leading ElectName.
+func Run(t *testing.T, ctx context.Context, obs [2]baton.Observer, rounds int, at func(Moment)) Workload {
 	t.Helper()
-	srv := redistest.Start(t)
-	var tees [2]*tee
-	var cs [2]*baton.Client
-	for i := range cs {
-		tees[i] = &tee{next: obs[i]}
-		c, err := baton.New(baton.Options{Redis: srv.Option(), Observer: tees[i]})
+	s := newScript(t, ctx, obs, at)
+	s.contention(rounds)
+	s.grant()
+	busy := s.busy()
+	s.loss()
+	s.semaphore()
+	following := s.election()
+	s.closeLeader(following)
+	s.lostLeader()
+	s.end(busy)
+	return s.finish()
+}
+
+// script is the state of one Run.
+type script struct {
+	t    *testing.T
+	ctx  context.Context // client 2's scripted calls
+	bg   context.Context
+	srv  *redistest.Server
+	cs   [2]*baton.Client
+	tees [2]*tee
+	at   func(Moment)
+
+	mu      sync.Mutex // protects acquired during the contention
+	lockAcq [2]int     // locks the calls of each client got
+	w       Workload
+}
+
+func newScript(t *testing.T, ctx context.Context, obs [2]baton.Observer, at func(Moment)) *script {
+	t.Helper()
+	s := &script{t: t, ctx: ctx, bg: context.Background(), srv: redistest.Start(t), at: at}
+	for i := range s.cs {
+		s.tees[i] = &tee{t: t, next: obs[i]}
+		c, err := baton.New(baton.Options{Redis: s.srv.Option(), Observer: s.tees[i]})
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
 		t.Cleanup(func() { c.Close() })
-		cs[i] = c
+		s.cs[i] = c
 	}
-	c1, c2, bg := cs[0], cs[1], context.Background()
-	var w Workload
-	lock := func(c *baton.Client, ctx context.Context, name string) *baton.Lock {
-		t.Helper()
-		l, err := c.Lock(ctx, name)
-		if err != nil {
-			t.Fatalf("Lock %s: %v", name, err)
+	for i := range s.w.Figures {
+		for _, p := range Primitives {
+			s.w.Figures[i][p] = newFigures()
 		}
-		return l
 	}
+	return s
+}
 
-	// 1. Contention.
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for ci, c := range cs {
-		for g := range 4 {
-			wg.Go(func() {
-				for r := range rounds {
-					name := fmt.Sprint("hot-", (g+r)%3)
-					l, err := c.Lock(bg, name)
-					if err != nil {
-						t.Errorf("Lock %s: %v", name, err)
-						return
-					}
-					mu.Lock()
-					w.Acquired[ci]++
-					mu.Unlock()
-					if err := l.Unlock(bg); err != nil {
-						t.Errorf("Unlock %s: %v", name, err)
+// fig returns the figures of client i's calls of primitive p.
+func (s *script) fig(i int, p baton.Primitive) *Figures { return &s.w.Figures[i][p] }
+
+// moment hands m to the test.
+func (s *script) moment(m Moment) {
+	s.t.Helper()
+	if s.at != nil {
+		s.at(m)
+	}
+}
+
+// finish fills in what only the totals tell of the locks, checks the
+// figures against the clients' Stats, and returns the workload.
+func (s *script) finish() Workload {
+	t, w := s.t, &s.w
+	for i, c := range s.cs {
+		st := c.Stats()
+		w.Stats[i] = st
+		waits := s.tees[i].waiting()
+		// Permits and leaderships are never handed off: every hand-off and
+		// every grant the script did not make is a lock's.
+		lock := s.fig(i, baton.PrimitiveLock)
+		lock.Acquired["handoff"] = int(st.LocalHandoffs)
+		lock.Acquired["granted"] = int(st.Granted)
+		for _, p := range Primitives[1:] {
+			f := s.fig(i, p)
+			lock.Acquired["granted"] -= f.Acquired["granted"]
+			lock.Acquired["handoff"] -= f.Acquired["handoff"]
+			if n := sum(f.Waits); n != waits[p] {
+				t.Errorf("client %d: %d Waiting events of %s, the script made %d", i+1, waits[p], p, n)
+			}
+		}
+		lock.Acquired["free"] = s.lockAcq[i] - lock.Acquired["handoff"] - lock.Acquired["granted"]
+		lock.Waits["acquired"] = waits[baton.PrimitiveLock] - (sum(lock.Waits) - lock.Waits["acquired"])
+		lock.Ends["released"] = s.lockAcq[i] - (sum(lock.Ends) - lock.Ends["released"])
+
+		var acquired, lost, timeouts, waited int
+		for _, p := range Primitives {
+			f := s.fig(i, p)
+			acquired += sum(f.Acquired)
+			lost += f.Ends["lost"]
+			timeouts += f.GaveUp["timeout"] + f.GaveUp["canceled"]
+			waited += f.Waits["acquired"]
+			w.Waits[i] += sum(f.Waits)
+			for _, m := range []map[string]int{f.Acquired, f.Waits, f.Ends} {
+				for k, n := range m {
+					if n < 0 {
+						t.Errorf("client %d: %s %s = %d: Stats disagree with the script", i+1, p, k, n)
 					}
 				}
-			})
+			}
+			if a, e := sum(f.Acquired), sum(f.Ends); a != e {
+				t.Errorf("client %d: %d acquisitions of %s, %d ends", i+1, a, p, e)
+			}
 		}
-	}
-	wg.Wait()
-
-	// 2. A wait that ends in a grant.
-	l1 := lock(c1, bg, GrantName)
-	w.Acquired[0]++
-	queued := tees[1].watch(baton.Waiting, GrantName)
-	got := make(chan *baton.Lock, 1)
-	go func() {
-		l, err := c2.Lock(ctx, GrantName)
-		if err != nil {
-			t.Errorf("Lock %s: %v", GrantName, err)
+		w.Acquired[i] = acquired
+		for _, c := range []struct {
+			what      string
+			got, want int
+		}{
+			{"Stats.Acquired", int(st.Acquired), acquired},
+			{"Stats.Lost", int(st.Lost), lost},
+			{"Stats.Timeouts", int(st.Timeouts), timeouts},
+			{"Stats.Waits", int(st.Waits), waited},
+			{"Stats.Held", st.Held, 0},
+		} {
+			if c.got != c.want {
+				t.Errorf("client %d: %s = %d, the script made %d", i+1, c.what, c.got, c.want)
+			}
 		}
-		got <- l
-	}()
-	await(t, queued, "client 2 to wait for "+GrantName)
-	if err := l1.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-	l2 := await(t, got, "client 2 to get "+GrantName)
-	if l2 == nil {
-		t.FailNow()
-	}
-	w.Acquired[1]++
-	w.Granted = l2.Token()
-	if err := l2.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-
-	// 3. A failed TryLock, a timeout and a cancellation.
-	busy := lock(c1, bg, BusyName)
-	w.Acquired[0]++
-	if _, err := c2.TryLock(ctx, BusyName); !errors.Is(err, baton.ErrNotAcquired) {
-		t.Fatalf("TryLock of a held lock: %v, want ErrNotAcquired", err)
-	}
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err := c2.Lock(short, BusyName)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Lock with a short deadline: %v, want DeadlineExceeded", err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	queued = tees[1].watch(baton.Waiting, BusyName)
-	failed := make(chan error, 1)
-	go func() {
-		_, err := c2.Lock(cctx, BusyName)
-		failed <- err
-	}()
-	await(t, queued, "client 2 to wait for "+BusyName)
-	cancel()
-	if err := await(t, failed, "the cancelled Lock"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled Lock: %v, want Canceled", err)
-	}
-
-	// 4. A loss.
-	l := lock(c1, bg, LostName)
-	w.Acquired[0]++
-	lostEv := tees[0].watch(baton.Lost, LostName)
-	if err := srv.Do(t, "DEL", "baton:{"+LostName+"}").Error(); err != nil {
-		t.Fatal(err)
-	}
-	await(t, l.Done(), "the loss")
-	await(t, lostEv, "the Lost event")
-	if err := l.Unlock(bg); !errors.Is(err, baton.ErrLockLost) {
-		t.Fatalf("Unlock of a lost lock: %v, want ErrLockLost", err)
-	}
-
-	// 5. Close with a lock held and a call waiting.
-	lock(c2, ctx, CloseName)
-	w.Acquired[1]++
-	queued = tees[1].watch(baton.Waiting, BusyName)
-	go func() {
-		_, err := c2.Lock(ctx, BusyName)
-		failed <- err
-	}()
-	await(t, queued, "client 2 to wait for "+BusyName)
-	if err := c2.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := await(t, failed, "the Lock ended by Close"); !errors.Is(err, baton.ErrClosed) {
-		t.Fatalf("Lock during Close: %v, want ErrClosed", err)
-	}
-
-	// 6. The end.
-	if err := busy.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-	if err := c1.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	for i, c := range cs {
-		w.Stats[i] = c.Stats()
-		w.Waits[i] = tees[i].waiting()
 	}
 	t.Logf("stats: %+v; waits %v", w.Stats, w.Waits)
-	return w
+	return *w
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
