@@ -213,11 +213,17 @@ func (r *wrun) noteLateLocked(rep *WorkloadReport, late []*lateHold) []string {
 // having acquired after: TellBound after b returned, or after a's first
 // check (Workload.FirstCheck after its acquisition) if later: a hold
 // younger than that is not tracked yet, and hears of a change at its first
-// check or at its end (then Unlock or Err says ErrLockLost).
+// check or at its end (then Unlock or Err says ErrLockLost). A permit or
+// a leadership hears of a DEL of its hash at its session's next renewal,
+// a third of its lease after the change at the latest (their hashes are
+// not tracked: README, "After Redis loses data"), of a flush at once.
 func (r *wrun) toldBy(a *whold, c *change, b *whold) time.Time {
 	t := b.acquired
 	if first := a.acquired.Add(r.cfg.FirstCheck); c.from.Before(first) && first.After(t) {
 		t = first
+	}
+	if renewal := c.to.Add(a.sess.lease / 3); (r.elect[a.name] || r.limits[a.name] > 0) && c.what == "DEL" && renewal.After(t) {
+		t = renewal
 	}
 	return t.Add(r.cfg.TellBound)
 }
