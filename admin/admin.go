@@ -3,6 +3,8 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,9 +31,20 @@ var (
 	// ErrInvalidCursor means List was given a cursor it did not return.
 	ErrInvalidCursor = errors.New("admin: invalid cursor")
 
-	// ErrForeignValue means a lock key holds a value baton did not write;
-	// ForceRelease leaves it as it is.
+	// ErrForeignValue means a lock key holds a value baton did not write,
+	// or a semaphore's or election's key is not a hash; the force releases
+	// leave it as it is.
 	ErrForeignValue = errors.New("admin: key holds a value not written by baton")
+
+	// ErrInvalidMember means ForceReleasePermit or ForceReleaseLeader was
+	// given a member that is not a permit slot's ("<client id>-<n>.<slot>")
+	// or a campaign slot's ("<client id>-<n>.e<slot>") as the kind needs.
+	ErrInvalidMember = errors.New("admin: invalid member")
+
+	// ErrNotHolder means ForceReleasePermit or ForceReleaseLeader was
+	// given a member that does not hold the permit or the leadership (or
+	// no longer did when the release ran); nothing changed.
+	ErrNotHolder = errors.New("admin: not a holder")
 )
 
 const (
@@ -68,9 +81,22 @@ func New(rc rueidis.Client, prefix string) (*Admin, error) {
 // Prefix returns the key prefix a reads and repairs.
 func (a *Admin) Prefix() string { return a.prefix }
 
+// Addrs returns the addresses of the Redis nodes a's client knows now,
+// sorted: the server, the primary a Sentinel named, or a Cluster's nodes.
+func (a *Admin) Addrs() []string {
+	return slices.Sorted(maps.Keys(a.rc.Nodes()))
+}
+
 // Entry is a session queued for a name. It is a plain value, safe to copy.
 type Entry struct {
-	Member string // the session's identity: "<client id>-<n>"
+	// Member is the queued identity: a session ("<client id>-<n>"), a
+	// semaphore's permit slot ("<session>.<slot>") or an election's
+	// campaign slot ("<session>.e<slot>").
+	Member string
+	// Instance is the Options.Instance of the member's client, "" when
+	// Redis has none (see Holder.Instance).
+	Instance string
+	Value    string // an election's: the value the campaign would lead with
 	// Deadline is when Redis drops the entry unless the session refreshes
 	// it, by Redis's clock (which may differ from this machine's); the zero
 	// Time when the entry has no deadline (it is dead: the next release
@@ -82,52 +108,46 @@ type Entry struct {
 	Lease time.Duration // the lease the session asks for when granted
 }
 
-// Name is what Redis holds for one lock name, as read at one moment. It is
-// a plain value, safe to copy.
+// Name is what Redis holds for one name of one kind, as read at one
+// moment. It is a plain value, safe to copy.
+//
+// A lock is held by one session. A semaphore is held by up to Limit
+// permit holders; Owner, LeaseLeft and Instance are then empty, and
+// Holders says who holds. An election is led by its latest live holder
+// that is not Pending; Owner, Fence, LeaseLeft, Instance and Value are
+// the leader's.
 type Name struct {
+	Kind      Kind
 	Name      string
-	Held      bool          // a session holds the lock
-	Marker    bool          // the key is a released marker ("~<fence>"): free, with the last fence kept
-	Foreign   bool          // the key holds a value baton did not write
-	Value     string        // Foreign: the value (at most 256 bytes; "<type>" for a key that is not a string)
-	Owner     string        // held: the holder's owner token, "<member>:<fence>"
-	Fence     uint64        // the holder's fence, or the last one issued (marker)
-	Token     uint64        // Fence as a Lock's Token reports it (Fence<<10; local hand-offs add up to 1023)
-	LeaseLeft time.Duration // held: the key's remaining TTL
-	QueueLen  int           // sessions queued, including dead entries the next release prunes
-	// Queue is, for Inspect only, the queued sessions, oldest first: at
-	// most the first 1000 (QueueLen says how many there are).
+	Held      bool          // a session holds the lock, a permit of the semaphore, or leads the election
+	Marker    bool          // free, with the last fence kept: a lock's released marker ("~<fence>"), a semaphore's or election's hash without live holders
+	Foreign   bool          // the key holds a value baton did not write (a semaphore's or election's key is not a hash)
+	Value     string        // Foreign: the value (at most 256 bytes; "<type>" for a key of another type); an election's leader: its value
+	Owner     string        // a held lock, an election's leader: the owner token, "<member>:<fence>"
+	Instance  string        // a held lock, an election's leader: its client's Options.Instance ("" when unknown; see Holder)
+	Fence     uint64        // the holder's or leader's fence, else the last one issued (a semaphore's: always the last)
+	Token     uint64        // Fence as a Lock's Token reports it (Fence<<10; a lock's local hand-offs add up to 1023)
+	LeaseLeft time.Duration // a held lock: the key's remaining TTL; an election's leader: its lease left
+	Limit     int           // a semaphore's limit as stored (0 if none is); an election's is 1, a lock's 0
+	// Holders are the live holders, by fence: a held lock's one, each
+	// permit holder of a semaphore, an election's holder (the leader, or
+	// one granted the leadership and not yet leading). A semaphore's
+	// holder whose deadline passed is not listed, though still in Redis
+	// until the next write drops it.
+	Holders  []Holder
+	QueueLen int // sessions queued, including dead entries the next release prunes
+	// Queue is, for Inspect and InspectAll only, the queued sessions,
+	// oldest first: at most the first 1000 (QueueLen says how many there
+	// are).
 	Queue []Entry
 }
 
-// Member returns the holder's session ("<client id>-<n>"), or "" when
-// nobody holds the lock.
+// Member returns the member of the lock's holder or of the election's
+// leader ("<client id>-<n>", "<client id>-<n>.e<slot>"), or "" when
+// nobody holds or leads (and for a semaphore).
 func (n *Name) Member() string {
 	m, _, _ := strings.Cut(n.Owner, ":")
 	return m
-}
-
-// keys are the Redis keys of one lock name, as baton's keys.go makes them.
-type keys struct {
-	lock, queue, dead string
-}
-
-func (a *Admin) keys(name string) keys {
-	k := keyspace.LockKey(a.prefix, name)
-	return keys{lock: k, queue: k + ":q", dead: k + ":d"}
-}
-
-func (k keys) list() []string { return []string{k.lock, k.queue, k.dead} }
-
-// via tells the release code of a script how to announce a grant, as
-// baton's Client.viaName does: on Redis Cluster by SPUBLISH on the name's
-// shard channel (the grantee subscribes to it), elsewhere by PUBLISH on the
-// grantee's client channel.
-func (a *Admin) via(name string) string {
-	if a.rc.Mode() == rueidis.ClientModeCluster {
-		return "S:" + keyspace.GrantChannel(a.prefix, name)
-	}
-	return "C:" + a.prefix
 }
 
 // checkName refuses the names baton refuses (keyspace.CheckName): they
@@ -168,6 +188,15 @@ func (n *Name) setValue(v string, exists bool) {
 		n.Value = v
 	}
 	n.Token = n.Fence << tokenShift
+}
+
+// setLockHolder lists a held lock's holder in n.Holders, once Owner and
+// LeaseLeft are known.
+func (n *Name) setLockHolder() {
+	n.Holders = nil
+	if n.Held {
+		n.Holders = []Holder{{Member: n.Member(), Owner: n.Owner, Fence: n.Fence, Token: n.Token, LeaseLeft: n.LeaseLeft}}
+	}
 }
 
 // isMember reports whether m reads as "<hex>-<digits>", Lua's %x+%-%d+.

@@ -48,6 +48,16 @@ func TestCluster(t *testing.T) {
 		}
 	})
 	t.Run("ForceRelease", func(t *testing.T) { forceWithWaiter(t, opt) })
+	t.Run("Kinds", func(t *testing.T) {
+		e := newKindsEnv(t, opt)
+		ns, err := newAdmin(t, opt).InspectAll(locktest.CtxTimeout(t, locktest.Bound), e.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.check(t, ns, true)
+	})
+	t.Run("ForceReleasePermit", func(t *testing.T) { forcePermit(t, opt) })
+	t.Run("ForceReleaseLeader", func(t *testing.T) { forceLeader(t, opt) })
 }
 
 // withReplicas is a cluster client whose Nodes also lists the replicas,

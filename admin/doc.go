@@ -1,8 +1,9 @@
 // Package admin inspects and repairs baton's keys in Redis, across every
-// instance that uses them: it lists the names held or awaited under a key
-// prefix, shows one name's holder and queue, and force-releases a lock
-// whose holder is stuck. The held-locks endpoint (batonhttp) and the
-// command cmd/baton use it.
+// instance that uses them: it lists the locks, semaphores and elections
+// held or awaited under a key prefix, shows one name's holders (with the
+// instance each runs in) and queue, and force-releases a lock, a
+// semaphore's permit or an election's leadership whose holder is stuck.
+// The held-locks endpoint (batonhttp) and the command cmd/baton use it.
 //
 // Listing every name under the default prefix:
 //
@@ -16,7 +17,7 @@
 //			return err
 //		}
 //		for _, n := range names {
-//			fmt.Println(n.Name, n.Held, n.Token, n.QueueLen)
+//			fmt.Println(n.Kind, n.Name, n.Held, len(n.Holders), n.Token, n.QueueLen)
 //		}
 //		if cursor = next; cursor == "" {
 //			break
@@ -24,6 +25,8 @@
 //	}
 //
 // Everything read here is a snapshot: a name may be taken or released the
-// moment after it was read. ForceRelease acts on what Redis holds when its
-// script runs, not on what an earlier List or Inspect saw.
+// moment after it was read. The force releases act on what Redis holds
+// when their script runs, not on what an earlier List or Inspect saw;
+// ForceReleasePermit and ForceReleaseLeader refuse (ErrNotHolder) when the
+// member they were given no longer holds under the fence they read.
 package admin

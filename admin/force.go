@@ -8,19 +8,26 @@ import (
 	"github.com/batonlock/baton/internal/script"
 )
 
-// Actions of ForceRelease, in Released.Action.
+// Actions of the force releases, in Released.Action.
 const (
-	ActionGranted = "granted" // the lock went to the first live queued session
-	ActionFreed   = "freed"   // the key became a released marker
+	ActionGranted = "granted" // the lock, permit or leadership went to the first live queued session
+	ActionFreed   = "freed"   // nobody was queued: the lock key became a released marker, the permit or leadership is free
 	ActionNone    = "none"    // nothing was held (or the value is foreign): nothing changed
 )
 
-// Released says what ForceRelease did. It is a plain value, safe to copy.
+// Released says what a force release did. It is a plain value, safe to
+// copy.
 type Released struct {
 	Was     Name   // the name as it was (without Queue)
-	Action  string // ActionGranted: to the head of the queue; ActionFreed: the key is a released marker; ActionNone: nothing was held
-	Grantee string // ActionGranted: the session that got it
-	Fence   uint64 // ActionGranted: the grantee's fence; ActionFreed and ActionNone: the marker's (0: no key)
+	Evicted Holder // the holder it was taken from; zero for ActionNone
+	Action  string // ActionGranted: to the head of the queue; ActionFreed: nobody was queued; ActionNone: nothing was held
+	// Grantee is, for ActionGranted, the session (or permit or campaign
+	// slot) that got it. A permit's or leadership's grantee is read just
+	// after the release: "" if it released already.
+	Grantee string
+	// Fence is, for ActionGranted, the grantee's fence; for ActionFreed
+	// and ActionNone, the last one issued (a lock's marker's; 0: no key).
+	Fence uint64
 }
 
 // Token returns Fence as a Lock's Token reports it: the grantee's token
@@ -48,8 +55,8 @@ func (a *Admin) ForceRelease(ctx context.Context, name string) (Released, error)
 	if err := checkName(name); err != nil {
 		return Released{}, err
 	}
-	k := a.keys(name)
-	res, _ := script.Run(ctx, a.rc, script.Pipe{}, script.Force, k.list(), []string{a.via(name), name})
+	k := a.keysOf(KindLock, name)
+	res, _ := script.Run(ctx, a.rc, script.Pipe{}, script.Force, k.list(), []string{a.via(KindLock, name), name})
 	arr, err := res.ToArray()
 	if err != nil {
 		return Released{}, fmt.Errorf("admin: force release %q: %w", truncate(name), err)
@@ -63,20 +70,43 @@ func (a *Admin) ForceRelease(ctx context.Context, name string) (Released, error)
 	}
 	var r Released
 	r.Action, r.Grantee = s[0], s[4]
-	r.Was.Name = name
+	r.Was.Kind, r.Was.Name = KindLock, name
 	r.Was.setValue(s[1], s[1] != "")
 	if pttl, _ := arr[2].AsInt64(); r.Was.Held && pttl > 0 {
 		r.Was.LeaseLeft = time.Duration(pttl) * time.Millisecond
 	}
+	r.Was.setLockHolder()
 	qlen, _ := arr[3].AsInt64()
 	r.Was.QueueLen = int(qlen)
 	r.Fence, _ = digits(s[5])
 	switch r.Action {
 	case "foreign":
-		r.Was.Held, r.Was.Marker, r.Was.Foreign, r.Was.Value = false, false, true, s[1]
-		return Released{Was: r.Was, Action: ActionNone}, fmt.Errorf("%w: %q holds %q; left unchanged", ErrForeignValue, k.lock, truncate(s[1]))
-	case ActionGranted, ActionFreed, ActionNone:
+		r.Was.Held, r.Was.Marker, r.Was.Foreign, r.Was.Value, r.Was.Holders = false, false, true, s[1], nil
+		return Released{Was: r.Was, Action: ActionNone}, fmt.Errorf("%w: %q holds %q; left unchanged", ErrForeignValue, k.main, truncate(s[1]))
+	case ActionGranted, ActionFreed:
+		a.setEvicted(ctx, &r, r.Was.Holders[0])
+		return r, nil
+	case ActionNone:
 		return r, nil
 	}
 	return Released{}, fmt.Errorf("admin: force release %q: unexpected action %q", truncate(name), r.Action)
+}
+
+// setEvicted records h as the holder r took it from, with its instance:
+// read after the release, which has happened whether or not this read
+// works (the instance then stays "").
+func (a *Admin) setEvicted(ctx context.Context, r *Released, h Holder) {
+	ns := []Name{{Holders: []Holder{h}}}
+	if a.fillInstances(ctx, ns) == nil {
+		h = ns[0].Holders[0]
+	}
+	r.Evicted = h
+	for i := range r.Was.Holders {
+		if r.Was.Holders[i].Member == h.Member {
+			r.Was.Holders[i].Instance = h.Instance
+		}
+	}
+	if r.Was.Owner == h.Owner {
+		r.Was.Instance = h.Instance
+	}
 }

@@ -14,22 +14,24 @@ import (
 // scanCount is SCAN's COUNT: how many keys Redis looks at per List call.
 const scanCount = 200
 
-// List returns the names under the prefix whose name matches the glob
-// match ("" or "*": all), one SCAN page per call: pass the returned cursor
-// to the next call; "" starts, and a returned "" means done. A page may be
-// empty while the cursor is not. On Redis Cluster it scans every primary
-// in turn, in the order of their addresses; the cursor names the node.
+// List returns the locks, semaphores and elections under the prefix whose
+// name matches the glob match ("" or "*": all), each with its Kind and
+// Holders (not its Queue), one SCAN page per call: pass the returned
+// cursor to the next call; "" starts, and a returned "" means done. A
+// page may be empty while the cursor is not. On Redis Cluster it scans
+// every primary in turn, in the order of their addresses; the cursor
+// names the node.
 //
 // match is a Redis glob, as in SCAN MATCH: "*" matches any run of bytes,
 // '/' included; "?" one byte; "[a-z]" and "[^a-z]" a class; "\" quotes.
 //
-// A name is listed for its lock key, or, when it has no lock key, for its
-// queue: sessions wait for a key that expired or was deleted, and the
-// first of them takes the lock on its next attempt. As with SCAN, a name
-// that exists during the whole listing is returned at least once, and may
-// be returned twice; names created or deleted meanwhile may be missed.
-// A failover or resharding during a cluster listing may miss names too:
-// start again to be sure.
+// A name is listed, for each kind, for its lock key or hash, or, when it
+// has none, for its queue: sessions wait for a key that expired or was
+// deleted, and the first of them takes it on its next attempt. As with
+// SCAN, a name that exists during the whole listing is returned at least
+// once, and may be returned twice; names created or deleted meanwhile may
+// be missed. A failover or resharding during a cluster listing may miss
+// names too: start again to be sure.
 func (a *Admin) List(ctx context.Context, match, cursor string) (names []Name, next string, err error) {
 	if match == "" {
 		match = "*"
@@ -37,7 +39,9 @@ func (a *Admin) List(ctx context.Context, match, cursor string) (names []Name, n
 	if err := checkGlob(match); err != nil {
 		return nil, "", err
 	}
-	pattern := quoteGlob(a.prefix) + ":{" + match + "}*"
+	// "<prefix>:{", "<prefix>:s:{" and "<prefix>:e:{" begin the keys of the
+	// three kinds; nameOf tells them apart and globMatch checks the name.
+	pattern := quoteGlob(a.prefix) + ":*{" + match + "}*"
 	var keys []string
 	if a.rc.Mode() == rueidis.ClientModeCluster {
 		keys, next, err = a.scanCluster(ctx, pattern, cursor)
@@ -143,49 +147,61 @@ func isPrimary(ctx context.Context, n rueidis.Client) (bool, error) {
 	return r == "master", err
 }
 
-// readKeys reads the names of the lock and queue keys among keys whose
-// name matches match. A queue counts only when its name has no lock key:
-// the lock key lists the name otherwise (on this page or another).
+// readKeys reads the items of the keys among keys whose name matches
+// match. A queue counts only when its item has no lock key or hash: the
+// key lists the item otherwise (on this page or another).
 func (a *Admin) readKeys(ctx context.Context, match string, keys []string) ([]Name, error) {
-	var names []string
-	byLock := map[string]bool{} // name -> seen by its lock key; in names once
+	var items []item
+	byMain := map[item]bool{} // item -> seen by its lock key or hash; in items once
 	for _, k := range keys {
-		name, queue, ok := a.nameOf(k)
-		if !ok || checkName(name) != nil || !globMatch(match, name) {
+		it, queue, ok := a.nameOf(k)
+		if !ok || checkName(it.name) != nil || !globMatch(match, it.name) {
 			continue
 		}
-		lock, seen := byLock[name]
+		main, seen := byMain[it]
 		if !seen {
-			names = append(names, name)
+			items = append(items, it)
 		}
-		byLock[name] = lock || !queue
+		byMain[it] = main || !queue
 	}
-	read, err := a.read(ctx, names, 0)
+	read, exists, err := a.read(ctx, items, 0)
 	if err != nil {
 		return nil, err
 	}
 	out := read[:0]
-	for _, n := range read {
-		key := n.Held || n.Marker || n.Foreign
-		if (byLock[n.Name] && key) || (!key && n.QueueLen > 0) {
+	for i, n := range read {
+		if (byMain[items[i]] && exists[i]) || (!exists[i] && n.QueueLen > 0) {
 			out = append(out, n)
 		}
 	}
 	return out, nil
 }
 
-// nameOf returns the name of a lock key ("<prefix>:{<name>}") or queue key
-// ("<prefix>:{<name>}:q"); ok is false for the deadline hash and any other
-// key.
-func (a *Admin) nameOf(key string) (name string, queue, ok bool) {
-	rest, ok := strings.CutPrefix(key, a.prefix+":{")
-	switch {
-	case !ok:
-		return "", false, false
-	case strings.HasSuffix(rest, "}:q"):
-		return rest[:len(rest)-3], true, true
-	case strings.HasSuffix(rest, "}"):
-		return rest[:len(rest)-1], false, true
+// nameOf returns the item of a lock key ("<prefix>:{<name>}"), a
+// semaphore's or an election's hash ("<prefix>:s:{<name>}",
+// "<prefix>:e:{<name>}") or their queues (the same with ":q"); ok is false
+// for the deadline hashes and any other key.
+func (a *Admin) nameOf(key string) (it item, queue, ok bool) {
+	rest, ok := strings.CutPrefix(key, a.prefix+":")
+	if !ok {
+		return item{}, false, false
 	}
-	return "", false, false
+	for _, k := range keyStarts {
+		if body, ok := strings.CutPrefix(rest, k.start); ok {
+			switch {
+			case strings.HasSuffix(body, "}:q"):
+				return item{k.kind, body[:len(body)-3]}, true, true
+			case strings.HasSuffix(body, "}"):
+				return item{k.kind, body[:len(body)-1]}, false, true
+			}
+			return item{}, false, false
+		}
+	}
+	return item{}, false, false
 }
+
+// keyStarts are how each kind's keys go on after "<prefix>:".
+var keyStarts = [...]struct {
+	kind  Kind
+	start string
+}{{KindLock, "{"}, {KindSemaphore, "s:{"}, {KindElection, "e:{"}}

@@ -14,12 +14,32 @@ import (
 	"github.com/batonlock/baton/internal/redistest"
 )
 
-// listAll follows List's cursors to the end and returns the names by name
-// and how many calls it took. It fails the test on a name listed twice.
+// listAll follows List's cursors to the end and returns the locks by name
+// and how many calls it took. It fails the test on a name of a kind
+// listed twice.
 func listAll(t testing.TB, a *admin.Admin, match string) (map[string]admin.Name, int) {
 	t.Helper()
-	ctx := locktest.CtxTimeout(t, locktest.Bound)
+	every, calls := listEvery(t, a, match)
 	all := map[string]admin.Name{}
+	for k, n := range every {
+		if k.kind == admin.KindLock {
+			all[k.name] = n
+		}
+	}
+	return all, calls
+}
+
+// kindName is a name of one kind.
+type kindName struct {
+	kind admin.Kind
+	name string
+}
+
+// listEvery is listAll for every kind.
+func listEvery(t testing.TB, a *admin.Admin, match string) (map[kindName]admin.Name, int) {
+	t.Helper()
+	ctx := locktest.CtxTimeout(t, locktest.Bound)
+	all := map[kindName]admin.Name{}
 	calls := 0
 	for cursor := ""; ; {
 		names, next, err := a.List(ctx, match, cursor)
@@ -28,10 +48,11 @@ func listAll(t testing.TB, a *admin.Admin, match string) (map[string]admin.Name,
 		}
 		calls++
 		for _, n := range names {
-			if _, dup := all[n.Name]; dup {
-				t.Errorf("List(%q): %q listed twice", match, n.Name)
+			k := kindName{n.Kind, n.Name}
+			if _, dup := all[k]; dup {
+				t.Errorf("List(%q): %s %q listed twice", match, n.Kind, n.Name)
 			}
-			all[n.Name] = n
+			all[k] = n
 		}
 		if cursor = next; cursor == "" {
 			return all, calls

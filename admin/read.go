@@ -18,14 +18,18 @@ const inspectQueueMax = 1000
 // wrong type (someone else's keys under the prefix) by reporting their type
 // instead of failing the whole List.
 //
-// KEYS: lock, queue, deadlines. ARGV: how many queue entries to return.
-// Returns {value or nil, PTTL, queue length, server time ms, then member
-// and entry (or nil) for each queue entry returned}.
+// KEYS: the lock key, or a semaphore's or election's hash; the queue; the
+// deadlines. ARGV: how many queue entries to return; "h" when KEYS[1] is
+// a hash. Returns {the value or nil (for a hash: nil unless the key is of
+// another type), PTTL, queue length, server time ms, the hash's fields or
+// nil, then member and entry (or nil) for each queue entry returned}.
 var readLua = rueidis.NewLuaScript(`
 local k, q, d = KEYS[1], KEYS[2], KEYS[3]
-local v = false
+local v, h = false, false
 local ty = redis.call('TYPE', k).ok
-if ty == 'string' then
+if ARGV[2] == 'h' and ty == 'hash' then
+  h = redis.call('HGETALL', k)
+elseif ty == 'string' then
   v = redis.call('GETRANGE', k, 0, 255)
   -- Longer than any value baton writes: foreign, and the dots keep it so.
   if redis.call('STRLEN', k) > 256 then v = v .. '...' end
@@ -36,7 +40,7 @@ local n = 0
 local qty = redis.call('TYPE', q).ok
 if qty == 'list' then n = redis.call('LLEN', q) end
 local t = redis.call('TIME')
-local r = {v, redis.call('PTTL', k), n, t[1] * 1000 + math.floor(t[2] / 1000)}
+local r = {v, redis.call('PTTL', k), n, t[1] * 1000 + math.floor(t[2] / 1000), h}
 local max = tonumber(ARGV[1])
 if n == 0 or max == 0 then return r end
 local dty = redis.call('TYPE', d).ok
@@ -47,52 +51,76 @@ end
 return r
 `)
 
-// read reads names with up to max queue entries each, in one pipeline
-// (Redis Cluster: one per node).
-func (a *Admin) read(ctx context.Context, names []string, max int) ([]Name, error) {
-	if len(names) == 0 {
-		return nil, nil
+// item is one name of one kind.
+type item struct {
+	kind Kind
+	name string
+}
+
+// read reads items with up to max queue entries each, in one pipeline
+// (Redis Cluster: one per node), then their holders' and queued members'
+// instances in another. exists[i] says whether items[i] has its lock key
+// or hash (queue keys aside).
+func (a *Admin) read(ctx context.Context, items []item, max int) (out []Name, exists []bool, err error) {
+	if len(items) == 0 {
+		return nil, nil, nil
 	}
-	calls := make([]rueidis.LuaExec, len(names))
-	arg := []string{strconv.Itoa(max)}
-	for i, name := range names {
-		calls[i] = rueidis.LuaExec{Keys: a.keys(name).list(), Args: arg}
+	calls := make([]rueidis.LuaExec, len(items))
+	for i, it := range items {
+		args := []string{strconv.Itoa(max), ""}
+		if it.kind != KindLock {
+			args[1] = "h"
+		}
+		calls[i] = rueidis.LuaExec{Keys: a.keysOf(it.kind, it.name).list(), Args: args}
 	}
-	out := make([]Name, len(names))
+	out, exists = make([]Name, len(items)), make([]bool, len(items))
 	for i, res := range readLua.ExecMulti(ctx, a.rc, calls...) {
-		var err error
-		if out[i], err = parseRead(names[i], res); err != nil {
-			return nil, fmt.Errorf("admin: read %q: %w", truncate(names[i]), err)
+		if out[i], exists[i], err = parseRead(items[i], res); err != nil {
+			return nil, nil, fmt.Errorf("admin: read %s %q: %w", items[i].kind, truncate(items[i].name), err)
 		}
 	}
-	return out, nil
+	if err := a.fillInstances(ctx, out); err != nil {
+		return nil, nil, err
+	}
+	return out, exists, nil
 }
 
 // parseRead makes a Name of readLua's reply.
-func parseRead(name string, res rueidis.RedisResult) (Name, error) {
+func parseRead(it item, res rueidis.RedisResult) (n Name, exists bool, err error) {
 	arr, err := res.ToArray()
 	if err != nil {
-		return Name{}, err
+		return Name{}, false, err
 	}
-	if len(arr) < 4 || (len(arr)-4)%2 != 0 {
-		return Name{}, fmt.Errorf("unexpected reply of %d elements", len(arr))
+	if len(arr) < 5 || (len(arr)-5)%2 != 0 {
+		return Name{}, false, fmt.Errorf("unexpected reply of %d elements", len(arr))
 	}
-	n := Name{Name: name}
+	n = Name{Kind: it.kind, Name: it.name}
 	v, verr := arr[0].ToString()
-	n.setValue(v, verr == nil)
-	pttl, _ := arr[1].AsInt64()
-	if n.Held && pttl > 0 {
-		n.LeaseLeft = time.Duration(pttl) * time.Millisecond
+	now, _ := arr[3].AsInt64()
+	var values map[string]string
+	switch fields, herr := arr[4].AsStrSlice(); {
+	case it.kind == KindLock:
+		n.setValue(v, verr == nil)
+		if pttl, _ := arr[1].AsInt64(); n.Held && pttl > 0 {
+			n.LeaseLeft = time.Duration(pttl) * time.Millisecond
+		}
+		n.setLockHolder()
+		exists = verr == nil
+	case verr == nil:
+		n.Foreign, n.Value, exists = true, v, true
+	case herr == nil:
+		values, exists = n.setHash(fields, now), true
 	}
 	qlen, _ := arr[2].AsInt64()
 	n.QueueLen = int(qlen)
-	now, _ := arr[3].AsInt64()
-	for i := 4; i < len(arr); i += 2 {
+	for i := 5; i < len(arr); i += 2 {
 		m, _ := arr[i].ToString()
 		e, _ := arr[i+1].ToString() // nil: no entry, so dead
-		n.Queue = append(n.Queue, parseEntry(m, e, now))
+		en := parseEntry(m, e, now)
+		en.Value = values[m]
+		n.Queue = append(n.Queue, en)
 	}
-	return n, nil
+	return n, exists, nil
 }
 
 // parseEntry reads a deadline entry "<deadline ms>:<lease ms>"; now is
@@ -110,16 +138,44 @@ func parseEntry(member, e string, now int64) Entry {
 	return en
 }
 
-// Inspect returns what Redis holds for name, with its queue (the first
-// 1000 entries). A name with no keys comes back free: not Held, not
+// Inspect returns what Redis holds for the lock name, with its queue (the
+// first 1000 entries). A name with no keys comes back free: not Held, not
 // Marker, nobody queued.
 func (a *Admin) Inspect(ctx context.Context, name string) (Name, error) {
 	if err := checkName(name); err != nil {
 		return Name{}, err
 	}
-	ns, err := a.read(ctx, []string{name}, inspectQueueMax)
+	ns, _, err := a.read(ctx, []item{{KindLock, name}}, inspectQueueMax)
 	if err != nil {
 		return Name{}, err
 	}
 	return ns[0], nil
+}
+
+// InspectAll returns, as Inspect does for a lock, each kind that name has
+// keys of (or sessions queued for), in the order lock, semaphore,
+// election; when it has none, the lock alone, free. One round trip for
+// the keys, one for the instances.
+func (a *Admin) InspectAll(ctx context.Context, name string) ([]Name, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	items := make([]item, len(kinds))
+	for i, k := range kinds {
+		items[i] = item{k, name}
+	}
+	ns, exists, err := a.read(ctx, items, inspectQueueMax)
+	if err != nil {
+		return nil, err
+	}
+	var out []Name
+	for i, n := range ns {
+		if exists[i] || n.QueueLen > 0 {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		out = ns[:1]
+	}
+	return out, nil
 }

@@ -103,8 +103,9 @@ func (n *node) textContent() string {
 
 // cell is one th or td of a table row.
 type cell struct {
-	text string // trimmed text content
-	href string // the first link's href, if any
+	text  string // trimmed text content
+	href  string // the first link's href, if any
+	title string // the cell's title attribute
 }
 
 // table returns the rows of the table with id, header rows included; it
@@ -123,7 +124,7 @@ func (n *node) table(t testing.TB, id string) [][]cell {
 			if c.tag != "td" && c.tag != "th" {
 				continue
 			}
-			cl := cell{text: strings.TrimSpace(c.textContent())}
+			cl := cell{text: strings.TrimSpace(c.textContent()), title: c.attrs["title"]}
 			if a := c.find(func(m *node) bool { return m.tag == "a" }); a != nil {
 				cl.href = a.attrs["href"]
 			}

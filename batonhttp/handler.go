@@ -75,7 +75,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeRedisError(w, html, err)
 		return
 	}
-	write(w, html, http.StatusOK, v)
+	write(w, html, http.StatusOK, v, h.info(html))
+}
+
+// info says, for an HTML page, which process, Redis and key prefix it
+// shows: the client's Instance, the addresses of the nodes its connections
+// reach (the server; the primary a Sentinel named; a Cluster's nodes) and
+// its key prefix. nil for JSON, which carries them in its own fields.
+func (h *handler) info(html bool) *pageInfo {
+	if !html {
+		return nil
+	}
+	i := &pageInfo{Instance: h.c.Instance(), ReadAt: time.Now().UTC().Format("15:04:05 UTC")}
+	if a := h.c.Admin(); a != nil {
+		i.Prefix, i.Redis = a.Prefix(), addrs(a)
+	}
+	return i
 }
 
 // serveProcess answers the process scope; once the client is closed it
@@ -84,10 +99,10 @@ func (h *handler) serveProcess(w http.ResponseWriter, html bool) {
 	v := processView(h.c)
 	if h.closed() {
 		v.Error = baton.ErrClosed.Error()
-		write(w, html, http.StatusServiceUnavailable, v)
+		write(w, html, http.StatusServiceUnavailable, v, h.info(html))
 		return
 	}
-	write(w, html, http.StatusOK, v)
+	write(w, html, http.StatusOK, v, h.info(html))
 }
 
 // closed reports whether the client is closed. Client has no such method;
@@ -125,13 +140,14 @@ type errorView struct {
 }
 
 func writeError(w http.ResponseWriter, html bool, status int, msg string) {
-	write(w, html, status, errorView{Error: msg})
+	write(w, html, status, errorView{Error: msg}, nil)
 }
 
-// write encodes v as JSON, or renders it as HTML for browsers.
-func write(w http.ResponseWriter, html bool, status int, v any) {
+// write encodes v as JSON, or renders it as HTML for browsers, with info
+// at the top of the page.
+func write(w http.ResponseWriter, html bool, status int, v any, info *pageInfo) {
 	if html {
-		writeHTML(w, status, v)
+		writeHTML(w, status, v, info)
 		return
 	}
 	// Names stay readable ("<" rather than "\u003c"): nosniff keeps a

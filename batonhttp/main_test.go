@@ -109,6 +109,9 @@ type (
 	processDoc struct {
 		Scope    string       `json:"scope"`
 		Error    string       `json:"error"`
+		Instance string       `json:"instance"`
+		Prefix   string       `json:"prefix"`
+		Redis    []string     `json:"redis"`
 		Sessions []sessionDoc `json:"sessions"`
 		Stats    statsDoc     `json:"stats"`
 	}
@@ -120,6 +123,7 @@ type (
 		Waiting    []waitingDoc `json:"waiting"`
 	}
 	heldDoc struct {
+		Kind          string `json:"kind"`
 		Name          string `json:"name"`
 		Token         string `json:"token"`
 		Owner         string `json:"owner"`
@@ -143,31 +147,51 @@ type (
 	listDoc struct {
 		Scope      string    `json:"scope"`
 		Prefix     string    `json:"prefix"`
+		Redis      []string  `json:"redis"`
 		Match      string    `json:"match"`
 		Cursor     string    `json:"cursor"`
 		NextCursor string    `json:"next_cursor"`
 		Names      []nameDoc `json:"names"`
 	}
 	lockDoc struct {
-		Scope  string  `json:"scope"`
-		Prefix string  `json:"prefix"`
-		Lock   nameDoc `json:"lock"`
+		Scope     string   `json:"scope"`
+		Prefix    string   `json:"prefix"`
+		Redis     []string `json:"redis"`
+		Lock      nameDoc  `json:"lock"`
+		Semaphore *nameDoc `json:"semaphore"`
+		Election  *nameDoc `json:"election"`
 	}
 	nameDoc struct {
-		Name        string     `json:"name"`
-		Held        bool       `json:"held"`
-		Marker      bool       `json:"marker"`
-		Foreign     bool       `json:"foreign"`
-		Value       string     `json:"value"`
-		Owner       string     `json:"owner"`
-		Token       string     `json:"token"`
-		Fence       string     `json:"fence"`
-		LeaseLeftMs int64      `json:"lease_left_ms"`
-		QueueLen    int        `json:"queue_len"`
-		Queue       []entryDoc `json:"queue"`
+		Kind        string      `json:"kind"`
+		Name        string      `json:"name"`
+		Held        bool        `json:"held"`
+		Marker      bool        `json:"marker"`
+		Foreign     bool        `json:"foreign"`
+		Value       string      `json:"value"`
+		Owner       string      `json:"owner"`
+		Instance    string      `json:"instance"`
+		Token       string      `json:"token"`
+		Fence       string      `json:"fence"`
+		LeaseLeftMs int64       `json:"lease_left_ms"`
+		Limit       int         `json:"limit"`
+		Holders     []holderDoc `json:"holders"`
+		QueueLen    int         `json:"queue_len"`
+		Queue       []entryDoc  `json:"queue"`
+	}
+	holderDoc struct {
+		Member      string `json:"member"`
+		Owner       string `json:"owner"`
+		Instance    string `json:"instance"`
+		Token       string `json:"token"`
+		Fence       string `json:"fence"`
+		LeaseLeftMs int64  `json:"lease_left_ms"`
+		Value       string `json:"value"`
+		Pending     bool   `json:"pending"`
 	}
 	entryDoc struct {
 		Member   string `json:"member"`
+		Instance string `json:"instance"`
+		Value    string `json:"value"`
 		Deadline string `json:"deadline"`
 		LeftMs   int64  `json:"left_ms"`
 		LeaseMs  int64  `json:"lease_ms"`

@@ -13,8 +13,13 @@ import (
 type processJSON struct {
 	Scope    string        `json:"scope"` // "process"
 	Error    string        `json:"error,omitempty"`
+	Instance string        `json:"instance"`
+	Prefix   string        `json:"prefix"`
+	Redis    []string      `json:"redis"`
 	Sessions []sessionJSON `json:"sessions"`
 	Stats    statsJSON     `json:"stats"`
+
+	read time.Time // for the HTML page: when the view was read, for the times relative to it
 }
 
 type sessionJSON struct {
@@ -26,11 +31,14 @@ type sessionJSON struct {
 }
 
 type heldJSON struct {
+	Kind          string `json:"kind"` // lock, semaphore (a permit), election (the leadership)
 	Name          string `json:"name"`
 	Token         string `json:"token"`
 	Owner         string `json:"owner"`
 	AcquiredAt    string `json:"acquired_at"`
 	LeaseDeadline string `json:"lease_deadline"`
+
+	acquired, deadline time.Time // for the HTML page
 }
 
 type waitingJSON struct {
@@ -54,7 +62,10 @@ type statsJSON struct {
 // its own, so a lock that moves between two sessions during the read may
 // show in both or neither; the view is for people, not for decisions.
 func processView(c *baton.Client) processJSON {
-	v := processJSON{Scope: "process", Sessions: []sessionJSON{}, Stats: statsView(c.Stats())}
+	v := processJSON{Scope: "process", Instance: c.Instance(), Redis: []string{}, Sessions: []sessionJSON{}, Stats: statsView(c.Stats()), read: time.Now()}
+	if a := c.Admin(); a != nil {
+		v.Prefix, v.Redis = a.Prefix(), addrs(a)
+	}
 	def := c.Session()
 	for _, s := range c.Sessions() {
 		v.Sessions = append(v.Sessions, sessionView(s, s == def))
@@ -74,11 +85,14 @@ func sessionView(s *baton.Session, isDefault bool) sessionJSON {
 	slices.SortFunc(held, func(a, b baton.HeldLock) int { return cmp.Compare(a.Name, b.Name) })
 	for _, l := range held {
 		sv.Held = append(sv.Held, heldJSON{
+			Kind:          l.Kind.String(),
 			Name:          l.Name,
 			Token:         strconv.FormatUint(l.Token, 10),
 			Owner:         l.Owner,
 			AcquiredAt:    timeString(l.AcquiredAt),
 			LeaseDeadline: timeString(l.Deadline),
+			acquired:      l.AcquiredAt,
+			deadline:      l.Deadline,
 		})
 	}
 	for name, n := range s.Waiting() {

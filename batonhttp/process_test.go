@@ -17,7 +17,19 @@ import (
 // goroutines waiting) and checks every field of the process view.
 func TestProcessScope(t *testing.T) {
 	t.Parallel()
-	c := locktest.NewBaton(t, redistest.Start(t).Option(), 5*time.Second)
+	// A waiter shows in Session.Waiting as soon as it joins, and counts in
+	// Stats.Waits only once it has gone to sleep, as its Waiting event
+	// says: the test waits for both.
+	slept := make(chan struct{}, 2)
+	c := locktest.NewBatonWith(t, baton.Options{Redis: redistest.Start(t).Option(), LeaseTTL: 5 * time.Second,
+		Observer: baton.ObserverFunc(func(_ context.Context, ev baton.Event) {
+			if ev.Kind == baton.Waiting {
+				select {
+				case slept <- struct{}{}:
+				default:
+				}
+			}
+		})})
 	srv := newServer(t, c)
 	ctx := locktest.CtxTimeout(t, 30*time.Second)
 
@@ -42,6 +54,13 @@ func TestProcessScope(t *testing.T) {
 			}
 			results <- err
 		}()
+	}
+	for i := range 2 {
+		select {
+		case <-slept:
+		case <-ctx.Done():
+			t.Fatalf("%d of 2 waiters went to sleep", i)
+		}
 	}
 	var v processDoc
 	eventually(t, 10*time.Second, "two waiters in the view", func() error {
@@ -159,5 +178,51 @@ func TestClosedClient(t *testing.T) {
 		if !strings.Contains(e.Error, "closed") {
 			t.Errorf("?%s: error %q", q, e.Error)
 		}
+	}
+}
+
+// TestProcessKinds: a lock, a semaphore's permit and an election's
+// leadership held by this process show as such, in the JSON and on the
+// page, with the process's instance, Redis and prefix.
+func TestProcessKinds(t *testing.T) {
+	t.Parallel()
+	srvR := redistest.Start(t)
+	c := locktest.NewBatonWith(t, baton.Options{Redis: srvR.Option(), LeaseTTL: 5 * time.Second, Instance: "web-1:4242"})
+	srv := newServer(t, c)
+	name := uniqueName(t, "x")
+	held := map[string]*baton.Lock{
+		"lock":      locktest.Lock(t, c, name),
+		"semaphore": locktest.Acquire(t, locktest.Semaphore(t, c, name, 3)),
+		"election":  locktest.Campaign(t, locktest.Election(t, c, name), "v"),
+	}
+	var v processDoc
+	getJSON(t, srv, "", 200, &v)
+	if v.Instance != "web-1:4242" || v.Prefix != baton.DefaultKeyPrefix || strings.Join(v.Redis, ",") != srvR.Addr() {
+		t.Errorf("instance %q, prefix %q, redis %q; want web-1:4242, %s, %s", v.Instance, v.Prefix, v.Redis, baton.DefaultKeyPrefix, srvR.Addr())
+	}
+	got := map[string]string{}
+	for _, h := range v.Sessions[0].Held {
+		got[h.Kind] = h.Token
+	}
+	for kind, l := range held {
+		if got[kind] != strconv.FormatUint(l.Token(), 10) {
+			t.Errorf("held %s: token %q, want %d (all: %v)", kind, got[kind], l.Token(), got)
+		}
+	}
+
+	resp, body := get(t, srv, "GET", "", browserAccept)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	doc := parseHTML(t, body)
+	what := map[string]bool{}
+	for _, row := range doc.table(t, "held")[1:] {
+		what[row[0].text] = true
+	}
+	if !what["lock"] || !what["permit"] || !what["leadership"] || len(what) != 3 {
+		t.Errorf("held kinds on the page %v, want lock, permit, leadership", what)
+	}
+	if w := doc.byID("where"); w == nil || !strings.Contains(w.textContent(), "instance web-1:4242") || !strings.Contains(w.textContent(), "redis "+srvR.Addr()) {
+		t.Errorf("the page does not say which instance and Redis it shows: %v", w)
 	}
 }

@@ -27,6 +27,7 @@ type redisEnv struct {
 	c, other *baton.Client
 	srv      *httptest.Server
 	raw      rueidis.Client
+	opt      rueidis.ClientOption
 }
 
 // TestRedisScope runs the redis-scope tests on a standalone Redis and on a
@@ -48,9 +49,13 @@ func TestRedisScope(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(raw.Close)
-			c := locktest.NewBaton(t, opt, lease)
-			e := &redisEnv{c: c, other: locktest.NewBaton(t, opt, lease), srv: newServer(t, c), raw: raw}
+			c := locktest.NewBatonWith(t, baton.Options{Redis: opt, LeaseTTL: lease, Instance: "this:1"})
+			other := locktest.NewBatonWith(t, baton.Options{Redis: opt, LeaseTTL: lease, Instance: "other:2"})
+			locktest.SetInstance(t, raw, c)
+			locktest.SetInstance(t, raw, other)
+			e := &redisEnv{c: c, other: other, srv: newServer(t, c), raw: raw, opt: opt}
 			t.Run("holder and queue", e.testHolder)
+			t.Run("kinds", e.testKinds)
 			t.Run("marker", e.testMarker)
 			t.Run("foreign", e.testForeign)
 			t.Run("paging", e.testPaging)
@@ -86,8 +91,8 @@ func (e *redisEnv) listAll(t *testing.T, match string) (map[string][]nameDoc, in
 			t.Fatalf("page %d: %+v", pages, v)
 		}
 		for i, n := range v.Names {
-			if i > 0 && v.Names[i-1].Name >= n.Name {
-				t.Errorf("page %d not sorted: %q before %q", pages, v.Names[i-1].Name, n.Name)
+			if p := v.Names[max(i-1, 0)]; i > 0 && (p.Name > n.Name || p.Name == n.Name && kindRank[p.Kind] >= kindRank[n.Kind]) {
+				t.Errorf("page %d not sorted by name and kind: %s %q before %s %q", pages, p.Kind, p.Name, n.Kind, n.Name)
 			}
 			if n.Queue != nil {
 				t.Errorf("%s: a listing has queue %v; only name= shows queues", n.Name, n.Queue)
@@ -102,6 +107,9 @@ func (e *redisEnv) listAll(t *testing.T, match string) (map[string][]nameDoc, in
 		}
 	}
 }
+
+// kindRank is the order of the kinds of one name in a listing.
+var kindRank = map[string]int{"lock": 0, "semaphore": 1, "election": 2}
 
 // listOne lists exactly name (a glob matching only it) and returns it.
 func (e *redisEnv) listOne(t *testing.T, name string) nameDoc {
@@ -138,7 +146,7 @@ func (e *redisEnv) testHolder(t *testing.T) {
 		return nil
 	})
 	checkHeld(t, n, e.other.Session(), l)
-	if q := n.Queue[0]; q.Member != e.c.Session().ID() || q.LeaseMs != lease.Milliseconds() || q.LeftMs <= 0 || q.LeftMs > 2*lease.Milliseconds() {
+	if q := n.Queue[0]; q.Member != e.c.Session().ID() || q.Instance != "this:1" || q.LeaseMs != lease.Milliseconds() || q.LeftMs <= 0 || q.LeftMs > 2*lease.Milliseconds() {
 		t.Errorf("queue entry %+v: want member %s, lease %d ms, time left", q, e.c.Session().ID(), lease.Milliseconds())
 	} else if dl, err := time.Parse(time.RFC3339Nano, q.Deadline); err != nil || time.Until(dl) < -time.Minute {
 		t.Errorf("queue entry deadline %q (%v)", q.Deadline, err)
@@ -160,8 +168,11 @@ func (e *redisEnv) testHolder(t *testing.T) {
 // checkHeld compares a name's view with the lock l held by session s.
 func checkHeld(t *testing.T, n nameDoc, s *baton.Session, l *baton.Lock) {
 	t.Helper()
-	if !n.Held || n.Marker || n.Foreign || n.Value != "" {
-		t.Errorf("%s: held %v marker %v foreign %v value %q; want held only", n.Name, n.Held, n.Marker, n.Foreign, n.Value)
+	if !n.Held || n.Marker || n.Foreign || n.Value != "" || n.Kind != "lock" {
+		t.Errorf("%s: kind %s held %v marker %v foreign %v value %q; want a held lock only", n.Name, n.Kind, n.Held, n.Marker, n.Foreign, n.Value)
+	}
+	if n.Instance != "other:2" || len(n.Holders) != 1 || n.Holders[0].Owner != n.Owner || n.Holders[0].Instance != "other:2" {
+		t.Errorf("%s: instance %q, holders %+v; want the holder other:2", n.Name, n.Instance, n.Holders)
 	}
 	if want := s.ID() + ":" + n.Fence; n.Owner != want {
 		t.Errorf("%s: owner %q, want %q", n.Name, n.Owner, want)
@@ -281,8 +292,8 @@ func (e *redisEnv) testHTML(t *testing.T) {
 	for pages := 0; page != ""; pages++ {
 		doc := e.getHTML(t, page)
 		for _, row := range doc.table(t, "names")[1:] {
-			if len(row) == 7 {
-				links[row[0].text] = row[0].href
+			if len(row) == 8 {
+				links[row[1].text] = row[1].href
 			}
 		}
 		page = ""
@@ -303,7 +314,7 @@ func (e *redisEnv) testHTML(t *testing.T) {
 	if got := texts(rows[1]); got[1] != "held" {
 		t.Errorf("lock page state %q", got)
 	}
-	if q := doc.table(t, "queue"); len(q) != 2 || q[1][0].text != "empty" {
+	if q := doc.table(t, "lock-queue"); len(q) != 2 || q[1][0].text != "empty" {
 		t.Errorf("queue table %v", q)
 	}
 }
@@ -320,7 +331,7 @@ func (e *redisEnv) getHTML(t *testing.T, link string) *node {
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET %s: status %d, Content-Type %q\n%s", link, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
-	if strings.Contains(string(body), "<script>") {
+	if strings.Contains(string(body), "<script>document") {
 		t.Fatalf("GET %s: a name is not escaped:\n%s", link, body)
 	}
 	return parseHTML(t, body)

@@ -1,4 +1,5 @@
-// Command baton lists, inspects and force-releases baton locks in Redis.
+// Command baton lists, inspects and force-releases baton's locks,
+// semaphores and elections in Redis.
 //
 // Usage:
 //
@@ -8,17 +9,30 @@
 //
 // Verbs:
 //
-//	ls [-match GLOB]        one line per name: state, token, lease left, queue length
-//	show NAME               the holder, its token and lease, and the queue
-//	release -force NAME     take the lock from its holder (see below)
+//	ls [-match GLOB] [-kind KIND]          one line per name and kind: state, token,
+//	                                       soonest lease left, queue length, holders, instances
+//	show NAME                              every kind found under NAME: holders (member,
+//	                                       instance, token, lease), an election's value, the queue
+//	release -force NAME                    take the lock from its holder (see below)
+//	release -force -member MEMBER NAME     take a semaphore's permit from MEMBER (<session>.<slot>)
+//	release -force -kind election NAME     take an election's leadership from its leader
+//	                                       (-member <session>.e<slot>: only from that member)
+//
+// A name may be a lock, a semaphore and an election at once: each kind has
+// keys of its own. The instance of a holder or a queued session is the
+// Options.Instance of its client ("hostname:pid" by default), "?" when
+// Redis has no record of it.
 //
 // release without -force refuses: it evicts a live holder, which goes on
-// working until it notices (at once with baton's held-key tracking, else at
-// its next renewal, within a third of its lease), and whose writes are then
-// refused only by a resource that checks fencing tokens. With -force the
-// lock goes to the first live queued session, as the holder's own release
-// would give it, or becomes free; tokens keep rising. A free name is left
-// as it is, and so is a key holding a value baton did not write.
+// working until it notices (a lock's holder at once with baton's held-key
+// tracking; else, and always for permits and leaderships, at its next
+// renewal, within a third of its lease), and whose writes are then refused
+// only by a resource that checks fencing tokens. With -force the lock,
+// permit or leadership goes to the first live queued session, as the
+// holder's own release would give it (an election's observers are told of
+// the new leader), or becomes free; tokens keep rising. A free name is
+// left as it is, and so is a key holding a value baton did not write. A
+// -member that does not hold is refused (exit 1), and nothing changes.
 //
 // Redis Cluster is found from -addr as rueidis finds it; -sentinel-master
 // makes -addr the sentinels' addresses.
@@ -33,8 +47,8 @@
 // the user and password to the master only.
 //
 // Exit status: 0 success, 1 a Redis error (failing to connect or to log in
-// included) or a foreign value, 2 bad usage (a malformed -addr, an
-// unreadable -tls-ca file included).
+// included), a foreign value or a -member that does not hold, 2 bad usage
+// (a malformed -addr or -member, an unreadable -tls-ca file included).
 package main
 
 import (
@@ -54,7 +68,7 @@ import (
 // Exit statuses.
 const (
 	exitOK    = 0
-	exitRedis = 1 // Redis failed or refused, or the key holds a foreign value
+	exitRedis = 1 // Redis failed or refused, the key holds a foreign value, or -member does not hold
 	exitUsage = 2
 )
 
@@ -65,10 +79,15 @@ func main() {
 const usage = `usage: baton [flags] VERB ...
 
 verbs:
-  ls [-match GLOB]      list names (GLOB as in Redis SCAN MATCH; "*" spans "/")
-  show NAME             show a name's holder, token, lease and queue
-  release -force NAME   take the lock from its holder: the first queued
-                        session gets it, or it becomes free
+  ls [-match GLOB] [-kind KIND]       list locks, semaphores and elections (GLOB as
+                                      in Redis SCAN MATCH; "*" spans "/")
+  show NAME                           show every kind found under NAME: holders,
+                                      instances, tokens, leases, queue
+  release -force NAME                 take the lock from its holder: the first
+                                      queued session gets it, or it becomes free
+  release -force -member MEMBER NAME  take a semaphore's permit from MEMBER
+  release -force -kind election NAME  take an election's leadership from its
+                                      leader (or from -member MEMBER only)
 
 connecting and logging in (precedence: a flag on the command line, then
 the -addr URL, then $REDISCLI_AUTH for the password):
@@ -84,7 +103,7 @@ the -addr URL, then $REDISCLI_AUTH for the password):
                                           only ca.pem's, or not verifying
 
 exit status: 0 success, 1 a Redis error (connecting and logging in
-included) or a foreign value, 2 bad usage
+included), a foreign value or a -member that does not hold, 2 bad usage
 
 flags:
 `
@@ -197,7 +216,8 @@ func (cfg *config) ctx() (context.Context, context.CancelFunc) {
 // exitCode maps an error of admin to an exit status: a name or pattern
 // admin refuses is bad usage, anything else came from Redis.
 func (cfg *config) exitCode(err error) int {
-	if errors.Is(err, admin.ErrInvalidName) || errors.Is(err, admin.ErrInvalidPattern) || errors.Is(err, admin.ErrInvalidPrefix) {
+	if errors.Is(err, admin.ErrInvalidName) || errors.Is(err, admin.ErrInvalidPattern) || errors.Is(err, admin.ErrInvalidPrefix) ||
+		errors.Is(err, admin.ErrInvalidMember) {
 		return exitUsage
 	}
 	return exitRedis

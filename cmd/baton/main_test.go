@@ -104,21 +104,37 @@ func get(t testing.TB, rc rueidis.Client, key string) string {
 
 func lockKey(name string) string { return "baton:{" + name + "}" }
 
-// lsRows parses ls's output: the fields of each line after the header, by
-// name.
+// lsRows parses ls's output: the fields of each lock's line after the
+// kind, by name.
 func lsRows(t testing.TB, out string) map[string][]string {
 	t.Helper()
+	rows := map[string][]string{}
+	for k, f := range lsAll(t, out) {
+		if k.kind == "lock" {
+			rows[k.name] = f
+		}
+	}
+	return rows
+}
+
+// kindName is a name of one kind, as ls prints it.
+type kindName struct{ kind, name string }
+
+// lsAll parses ls's output: the fields of each line after the header and
+// the kind, by kind and name.
+func lsAll(t testing.TB, out string) map[kindName][]string {
+	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "NAME STATE TOKEN LEASE QUEUE" {
+	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "KIND NAME STATE TOKEN LEASE QUEUE HOLDERS INSTANCE" {
 		t.Fatalf("ls header %q", lines[0])
 	}
-	rows := map[string][]string{}
+	rows := map[kindName][]string{}
 	for _, line := range lines[1:] {
 		f := strings.Fields(line)
-		if len(f) != 5 {
-			t.Fatalf("ls line %q: %d fields, want 5", line, len(f))
+		if len(f) != 8 {
+			t.Fatalf("ls line %q: %d fields, want 8", line, len(f))
 		}
-		rows[f[0]] = f
+		rows[kindName{f[0], f[1]}] = f[1:]
 	}
 	return rows
 }

@@ -40,7 +40,7 @@ func forceWithWaiter(t *testing.T, opt rueidis.ClientOption, addr string) {
 	}
 	grantee, _, _ := strings.Cut(get(t, rc, lockKey(name)), ":")
 	for _, want := range []string{
-		fmt.Sprintf("took %s from %s (token %d)", name, owner, l.Token()),
+		fmt.Sprintf("took %s from %s (token %d, instance ?)", name, owner, l.Token()),
 		fmt.Sprintf("granted to %s with token %d", grantee, w.Token()),
 	} {
 		if !strings.Contains(r.stdout, want) {

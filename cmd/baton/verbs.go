@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -52,16 +52,28 @@ func (cfg *config) verbFlags(fs *flag.FlagSet, synopsis string, args []string, w
 func (cfg *config) parseLs(args []string) (func(*admin.Admin) int, int) {
 	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
 	match := fs.String("match", "*", "list only the names matching this Redis glob")
-	if _, code, ok := cfg.verbFlags(fs, "ls [-match GLOB]", args, false); !ok {
+	kind := fs.String("kind", "", "list only this kind: lock, semaphore or election (default all three)")
+	if _, code, ok := cfg.verbFlags(fs, "ls [-match GLOB] [-kind KIND]", args, false); !ok {
 		return nil, code
 	}
-	return func(a *admin.Admin) int { return cfg.ls(a, *match) }, exitOK
+	if *kind != "" && !slices.Contains(kinds, admin.Kind(*kind)) {
+		fmt.Fprintf(cfg.err, "baton ls: -kind %q: want lock, semaphore or election\n", *kind)
+		return nil, exitUsage
+	}
+	return func(a *admin.Admin) int { return cfg.ls(a, *match, admin.Kind(*kind)) }, exitOK
 }
 
-// ls follows List's cursors to the end and prints the names sorted, one a
-// line.
-func (cfg *config) ls(a *admin.Admin, match string) int {
-	byName := map[string]admin.Name{}
+// kinds are the kinds in the order ls and show print them.
+var kinds = []admin.Kind{admin.KindLock, admin.KindSemaphore, admin.KindElection}
+
+// ls follows List's cursors to the end and prints the names sorted, then
+// by kind, one a line; only those of kind unless it is "".
+func (cfg *config) ls(a *admin.Admin, match string, kind admin.Kind) int {
+	type key struct {
+		name string
+		kind int
+	}
+	byKey := map[key]admin.Name{}
 	for cursor := ""; ; {
 		ctx, cancel := cfg.ctx()
 		names, next, err := a.List(ctx, match, cursor)
@@ -70,21 +82,21 @@ func (cfg *config) ls(a *admin.Admin, match string) int {
 			return cfg.fail(err)
 		}
 		for _, n := range names {
-			byName[n.Name] = n // List may return a name twice
+			if kind == "" || n.Kind == kind {
+				byKey[key{n.Name, slices.Index(kinds, n.Kind)}] = n // List may return a name twice
+			}
 		}
 		if cursor = next; cursor == "" {
 			break
 		}
 	}
 	w := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tSTATE\tTOKEN\tLEASE\tQUEUE")
-	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		n := byName[name]
-		lease := "-"
-		if n.Held {
-			lease = n.LeaseLeft.String()
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", quote(n.Name), state(n), token(n), lease, n.QueueLen)
+	fmt.Fprintln(w, "KIND\tNAME\tSTATE\tTOKEN\tLEASE\tQUEUE\tHOLDERS\tINSTANCE")
+	for _, k := range slices.SortedFunc(maps.Keys(byKey), func(x, y key) int {
+		return cmp.Or(strings.Compare(x.name, y.name), x.kind-y.kind)
+	}) {
+		n := byKey[k]
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", n.Kind, quote(n.Name), state(n), token(n), soonest(n), n.QueueLen, holders(n), instances(n))
 	}
 	if err := w.Flush(); err != nil {
 		return cfg.fail(err)
@@ -92,23 +104,80 @@ func (cfg *config) ls(a *admin.Admin, match string) int {
 	return exitOK
 }
 
+// state names a name's state in one word: held (a lock's holder, a
+// semaphore's permit holders, an election's leader), pending (an
+// election's holder not leading yet), free or foreign.
 func state(n admin.Name) string {
 	switch {
 	case n.Held:
 		return "held"
 	case n.Foreign:
 		return "foreign"
+	case len(n.Holders) > 0:
+		return "pending"
 	}
 	return "free"
 }
 
-// token is the holder's token, or the last one issued (a marker's); "-"
-// when the key says nothing of tokens.
+// token is the holder's token, or the last one issued (a semaphore's
+// always); "-" when the keys say nothing of tokens.
 func token(n admin.Name) string {
-	if n.Held || n.Marker {
+	if n.Held || n.Marker || len(n.Holders) > 0 {
 		return strconv.FormatUint(n.Token, 10)
 	}
 	return "-"
+}
+
+// soonest is the soonest lease left among the holders: a lock's, the
+// permit that frees first unless renewed, an election's leader's.
+func soonest(n admin.Name) string {
+	if len(n.Holders) == 0 {
+		return "-"
+	}
+	d := n.Holders[0].LeaseLeft
+	for _, h := range n.Holders[1:] {
+		d = min(d, h.LeaseLeft)
+	}
+	return d.String()
+}
+
+// holders is how many hold, of how many may: "2/3".
+func holders(n admin.Name) string {
+	switch {
+	case n.Foreign:
+		return "-"
+	case n.Kind == admin.KindLock:
+		return fmt.Sprintf("%d/1", len(n.Holders))
+	case n.Limit == 0:
+		return fmt.Sprintf("%d/?", len(n.Holders))
+	}
+	return fmt.Sprintf("%d/%d", len(n.Holders), n.Limit)
+}
+
+// instances lists the holders' instances once each, "?" for one unknown.
+func instances(n admin.Name) string {
+	var out []string
+	for _, h := range n.Holders {
+		if i := instance(h.Instance); !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ",")
+}
+
+// instance shows an instance in one column: "?" when unknown, quoted when
+// it holds spaces or unprintable bytes.
+func instance(s string) string {
+	if s == "" {
+		return "?"
+	}
+	if strings.ContainsAny(s, " \t,") {
+		return strconv.Quote(s)
+	}
+	return quote(s)
 }
 
 // quote leaves printable names as they are and quotes the others, so that
@@ -118,111 +187,4 @@ func quote(s string) string {
 		return s
 	}
 	return strconv.Quote(s)
-}
-
-func (cfg *config) parseShow(args []string) (func(*admin.Admin) int, int) {
-	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	name, code, ok := cfg.verbFlags(fs, "show NAME", args, true)
-	if !ok {
-		return nil, code
-	}
-	return func(a *admin.Admin) int { return cfg.show(a, name) }, exitOK
-}
-
-// show prints a name's fields, one a line, then its queue.
-func (cfg *config) show(a *admin.Admin, name string) int {
-	ctx, cancel := cfg.ctx()
-	n, err := a.Inspect(ctx, name)
-	cancel()
-	if err != nil {
-		return cfg.fail(err)
-	}
-	w := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "name:\t%s\n", quote(n.Name))
-	switch {
-	case n.Held:
-		fmt.Fprintf(w, "state:\theld\n")
-		fmt.Fprintf(w, "holder:\t%s\t(owner token: session %s, fence %d)\n", n.Owner, n.Member(), n.Fence)
-		fmt.Fprintf(w, "token:\t%d\n", n.Token)
-		fmt.Fprintf(w, "lease:\t%v left\n", n.LeaseLeft)
-	case n.Marker:
-		fmt.Fprintf(w, "state:\tfree (released marker)\n")
-		fmt.Fprintf(w, "token:\t%d\t(the last issued; the next is higher)\n", n.Token)
-	case n.Foreign:
-		fmt.Fprintf(w, "state:\tforeign (a value baton did not write)\n")
-		fmt.Fprintf(w, "value:\t%q\n", n.Value)
-	default:
-		fmt.Fprintf(w, "state:\tfree (no key)\n")
-	}
-	fmt.Fprintf(w, "queue:\t%d\n", n.QueueLen)
-	if err := w.Flush(); err != nil {
-		return cfg.fail(err)
-	}
-	if len(n.Queue) == 0 {
-		return exitOK
-	}
-	w = tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "\t#\tMEMBER\tDEADLINE (REDIS CLOCK)\tLEFT\tLEASE")
-	for i, e := range n.Queue {
-		deadline, left := "-", "dead"
-		if !e.Deadline.IsZero() {
-			deadline = e.Deadline.UTC().Format(time.RFC3339Nano)
-		}
-		if e.Left > 0 {
-			left = e.Left.String()
-		}
-		fmt.Fprintf(w, "\t%d\t%s\t%s\t%s\t%v\n", i+1, e.Member, deadline, left, e.Lease)
-	}
-	if n.QueueLen > len(n.Queue) {
-		fmt.Fprintf(w, "\t...\t%d more\n", n.QueueLen-len(n.Queue))
-	}
-	if err := w.Flush(); err != nil {
-		return cfg.fail(err)
-	}
-	return exitOK
-}
-
-func (cfg *config) parseRelease(args []string) (func(*admin.Admin) int, int) {
-	fs := flag.NewFlagSet("release", flag.ContinueOnError)
-	force := fs.Bool("force", false, "evict the holder (required)")
-	name, code, ok := cfg.verbFlags(fs, "release -force NAME", args, true)
-	if !ok {
-		return nil, code
-	}
-	if !*force {
-		fmt.Fprintf(cfg.err, "baton: refusing to release %s without -force: it evicts the holder, "+
-			"which goes on working until it notices (at once, or at its next renewal within a third of its lease), "+
-			"and its writes are then refused only by a resource that checks fencing tokens. "+
-			"Run `baton release -force %s` to do it anyway.\n", quote(name), quote(name))
-		return nil, exitUsage
-	}
-	return func(a *admin.Admin) int { return cfg.release(a, name) }, exitOK
-}
-
-// release force-releases name and says whom it took the lock from and
-// what it did.
-func (cfg *config) release(a *admin.Admin, name string) int {
-	ctx, cancel := cfg.ctx()
-	r, err := a.ForceRelease(ctx, name)
-	cancel()
-	if err != nil {
-		return cfg.fail(err)
-	}
-	was := r.Was
-	switch r.Action {
-	case admin.ActionNone:
-		how := "no key"
-		if was.Marker {
-			how = fmt.Sprintf("released marker, last token %d", was.Token)
-		}
-		fmt.Fprintf(cfg.out, "%s is not held (%s): nothing changed\n", quote(name), how)
-		return exitOK
-	case admin.ActionGranted:
-		fmt.Fprintf(cfg.out, "took %s from %s (token %d)\n", quote(name), was.Owner, was.Token)
-		fmt.Fprintf(cfg.out, "granted to %s with token %d\n", r.Grantee, r.Token())
-	default:
-		fmt.Fprintf(cfg.out, "took %s from %s (token %d)\n", quote(name), was.Owner, was.Token)
-		fmt.Fprintf(cfg.out, "freed: released marker, token %d (the next lock's is higher)\n", r.Token())
-	}
-	return exitOK
 }

@@ -37,15 +37,15 @@ func TestLs(t *testing.T) {
 	if got := slices.Sorted(keys(rows)); !slices.Equal(got, []string{free, held, foreign}) {
 		t.Errorf("ls lists %q, want %q sorted", got, []string{free, held, foreign})
 	}
-	if row := rows[held]; row[1] != "held" || row[2] != strconv.FormatUint(hl.Token(), 10) || row[4] != "1" {
-		t.Errorf("held: %q, want held, token %d, one queued", row, hl.Token())
+	if row := rows[held]; row[1] != "held" || row[2] != strconv.FormatUint(hl.Token(), 10) || row[4] != "1" || row[5] != "1/1" || row[6] != "?" {
+		t.Errorf("held: %q, want held, token %d, one queued, one holder of unknown instance", row, hl.Token())
 	} else if d, err := time.ParseDuration(row[3]); err != nil || d <= 0 || d > lease {
 		t.Errorf("held: lease %q, want in (0, %v]", row[3], lease)
 	}
-	if want := []string{free, "free", strconv.FormatUint(fl.Token(), 10), "-", "0"}; !slices.Equal(rows[free], want) {
+	if want := []string{free, "free", strconv.FormatUint(fl.Token(), 10), "-", "0", "0/1", "-"}; !slices.Equal(rows[free], want) {
 		t.Errorf("free: %q, want %q", rows[free], want)
 	}
-	if want := []string{foreign, "foreign", "-", "-", "0"}; !slices.Equal(rows[foreign], want) {
+	if want := []string{foreign, "foreign", "-", "-", "0", "-", "-"}; !slices.Equal(rows[foreign], want) {
 		t.Errorf("foreign: %q, want %q", rows[foreign], want)
 	}
 
@@ -88,7 +88,8 @@ func TestShow(t *testing.T) {
 		fmt.Sprintf(`(?m)^token: +%d$`, l.Token()),
 		`(?m)^lease: +[0-9.]+m?s left$`,
 		`(?m)^queue: +1$`,
-		`(?m)^ +1 +` + queued + ` +\d{4}-\d\d-\d\dT[0-9:.]+Z +[0-9.]+m?s +2s$`,
+		`(?m)^instance: +\?$`,
+		`(?m)^ +1 +` + queued + ` +\? +\d{4}-\d\d-\d\dT[0-9:.]+Z +[0-9.]+m?s +2s$`,
 	} {
 		matchRe(t, "show held", r.stdout, re)
 	}
@@ -128,6 +129,13 @@ func TestUsage(t *testing.T) {
 		{[]string{"show", "a", "b"}, `unexpected argument "b"`},
 		{[]string{"release", "-force"}, "missing NAME"},
 		{[]string{"release", "-hard", "x"}, "flag provided but not defined: -hard"},
+		{[]string{"release", "-force", "-kind", "mutex", "x"}, `-kind "mutex": want lock, semaphore or election`},
+		{[]string{"release", "-force", "-kind", "semaphore", "x"}, "give the permit's -member"},
+		{[]string{"release", "-force", "-kind", "lock", "-member", "m.0", "x"}, "drop -member"},
+		{[]string{"release", "-force", "-member", "nodot", "x"}, "names neither a permit slot"},
+		{append(addr, "release", "-force", "-member", "abc-1.0", "x"), "is not a semaphore's permit slot"},
+		{append(addr, "release", "-force", "-kind", "election", "-member", "abc-1.e0", "x"), "is not an election's campaign slot"},
+		{[]string{"ls", "-kind", "mutex"}, `-kind "mutex"`},
 		{[]string{"ls", "extra"}, `unexpected argument "extra"`},
 		{append(addr, "ls", "-match", "[a"), "unterminated '['"},
 		{append(addr, "show", "}x"), "begins with '}'"},
@@ -207,6 +215,8 @@ func TestCluster(t *testing.T) {
 		}
 	})
 	t.Run("release", func(t *testing.T) { forceWithWaiter(t, opt, addrs) })
+	t.Run("release permit", func(t *testing.T) { forcePermitCLI(t, opt, addrs) })
+	t.Run("release leader", func(t *testing.T) { forceLeaderCLI(t, opt, addrs) })
 }
 
 func matchRe(t testing.TB, what, s, re string) {

@@ -1,0 +1,165 @@
+package admin
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batonlock/baton/internal/keyspace"
+	"github.com/redis/rueidis"
+)
+
+// Kind says which of baton's primitives a Name is. Each has keys of its
+// own, so one name may be a lock, a semaphore and an election at once,
+// independently. The values are those of baton.Primitive's String.
+type Kind string
+
+// The kinds.
+const (
+	KindLock      Kind = "lock"      // Client.Lock: the key "<prefix>:{<name>}"
+	KindSemaphore Kind = "semaphore" // Client.Semaphore: the hash "<prefix>:s:{<name>}"
+	KindElection  Kind = "election"  // Client.Election: the hash "<prefix>:e:{<name>}"
+)
+
+// kinds are the kinds in the order List's callers and InspectAll see them.
+var kinds = [...]Kind{KindLock, KindSemaphore, KindElection}
+
+// Holder is one live holder of a name: a lock's, one of a semaphore's
+// permit holders, or an election's. It is a plain value, safe to copy.
+type Holder struct {
+	// Member is the holder's identity in Redis: a lock's session
+	// ("<client id>-<n>"), a semaphore's permit slot ("<session>.<slot>")
+	// or an election's campaign slot ("<session>.e<slot>").
+	Member string
+	Owner  string // its owner token, "<member>:<fence>"
+	Fence  uint64
+	Token  uint64 // Fence as its *Lock's Token reports it (Fence<<10)
+	// LeaseLeft is how long it holds unless renewed, by Redis's clock.
+	LeaseLeft time.Duration
+	// Instance is the Options.Instance of its client (by default
+	// "<hostname>:<pid>"), "" when Redis has none: a client that does not
+	// record it, or whose record expired.
+	Instance string
+	Value    string // an election's holder: the value it campaigned with
+	// Pending marks an election's holder granted the leadership that has
+	// not taken it yet: it is not the leader (Name.Held is false).
+	Pending bool
+}
+
+// keys are the Redis keys of one name of one kind, as baton's keys.go
+// makes them: the lock key or the semaphore's or election's hash, its
+// queue and its deadlines.
+type keys struct {
+	main, queue, dead string
+}
+
+func (a *Admin) keysOf(kind Kind, name string) keys {
+	var k string
+	switch kind {
+	case KindSemaphore:
+		k = keyspace.SemKey(a.prefix, name)
+	case KindElection:
+		k = keyspace.ElectKey(a.prefix, name)
+	default:
+		k = keyspace.LockKey(a.prefix, name)
+	}
+	return keys{main: k, queue: k + ":q", dead: k + ":d"}
+}
+
+func (k keys) list() []string { return []string{k.main, k.queue, k.dead} }
+
+// via tells a release script how to announce a grant, as baton's
+// Client.via does: on Redis Cluster by SPUBLISH on the name's shard
+// channel (a lock's, or the one that a semaphore's and an election's
+// grantees share), elsewhere by PUBLISH on the grantee's client channel.
+func (a *Admin) via(kind Kind, name string) string {
+	switch {
+	case a.rc.Mode() != rueidis.ClientModeCluster:
+		return "C:" + a.prefix
+	case kind == KindLock:
+		return "S:" + keyspace.GrantChannel(a.prefix, name)
+	}
+	// baton's semGrantChannel (keys.go), which keyspace does not hold yet.
+	return "S:" + a.prefix + ":g:s:{" + name + "}"
+}
+
+// announce is an election's announce argument (see semcommon.lua): its
+// channel "<election hash>:ev", by PUBLISH, or by SPUBLISH on Redis
+// Cluster; "" for the other kinds.
+func (a *Admin) announce(kind Kind, name string) string {
+	switch {
+	case kind != KindElection:
+		return ""
+	case a.rc.Mode() == rueidis.ClientModeCluster:
+		return "S:" + keyspace.ElectKey(a.prefix, name) + ":ev"
+	}
+	return "P:" + keyspace.ElectKey(a.prefix, name) + ":ev"
+}
+
+// setHash fills n, a semaphore or an election, from its hash's fields
+// (HGETALL's flat list) as semcommon.lua reads them, at Redis's time now
+// (ms): "#f" the last fence, "#l" the limit, "#v:<member>" an election's
+// values, "#p:<member>" a holder not yet leading, and a holder per other
+// field, "<fence>:<deadline ms>", live until its deadline.
+func (n *Name) setHash(fields []string, now int64) (values map[string]string) {
+	values = map[string]string{}
+	pending := map[string]bool{}
+	for i := 0; i+1 < len(fields); i += 2 {
+		f, v := fields[i], fields[i+1]
+		switch {
+		case f == "#f":
+			n.Fence, _ = digits(v)
+		case f == "#l":
+			l, _ := digits(v)
+			n.Limit = int(l)
+		case strings.HasPrefix(f, "#v:"):
+			values[f[3:]] = v
+		case strings.HasPrefix(f, "#p:"):
+			pending[f[3:]] = true
+		case strings.HasPrefix(f, "#"): // reserved
+		default:
+			fs, dl, _ := strings.Cut(v, ":")
+			fence, ok1 := digits(fs)
+			ms, ok2 := digits(dl)
+			if ok1 && ok2 && int64(ms) > now {
+				n.Holders = append(n.Holders, Holder{Member: f, Owner: f + ":" + fs, Fence: fence,
+					Token: fence << tokenShift, LeaseLeft: time.Duration(int64(ms)-now) * time.Millisecond})
+			}
+		}
+	}
+	slices.SortFunc(n.Holders, func(x, y Holder) int { return cmp.Compare(x.Fence, y.Fence) })
+	n.Marker = len(n.Holders) == 0
+	if n.Kind == KindElection {
+		n.Limit = 1
+		for i := range n.Holders {
+			h := &n.Holders[i]
+			h.Value, h.Pending = values[h.Member], pending[h.Member]
+		}
+		n.setLeader()
+	} else {
+		n.Held = len(n.Holders) > 0
+	}
+	n.Token = n.Fence << tokenShift
+	return values
+}
+
+// setLeader sets an election's leader fields from its holders: the
+// latest live holder that is not pending, as baton's Leader reads it.
+func (n *Name) setLeader() {
+	for _, h := range slices.Backward(n.Holders) {
+		if !h.Pending {
+			n.Held, n.Owner, n.Fence, n.LeaseLeft, n.Value = true, h.Owner, h.Fence, h.LeaseLeft, h.Value
+			return
+		}
+	}
+}
+
+// clientOf returns the client id of a member (its first 32 hex digits),
+// or "" for a member baton did not write.
+func clientOf(member string) string {
+	if len(member) < 34 || member[32] != '-' || strings.Trim(member[:32], "0123456789abcdef") != "" {
+		return ""
+	}
+	return member[:32]
+}
