@@ -65,7 +65,9 @@ func (s *Session) Election(name string) (*Election, error) {
 // flight when ctx ends is seen through, and if it won, Campaign returns
 // the leadership rather than ctx's error; after a lost reply it learns
 // the outcome first (within a lease). So every leader that Observe and
-// Leader report is one that a Campaign returned.
+// Leader report is one that a Campaign returned, but for a Campaign that
+// races its session's Close: it returns ErrClosed, and observers may have
+// seen for a moment the leadership its attempt won and the Close ended.
 //
 // Each call campaigns on its own: concurrent calls of one session (with
 // the same value or not) queue in Redis one behind the other, each with

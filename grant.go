@@ -86,6 +86,11 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 	n.st, n.hold = held, h
 	n.handHead(h, 0, now, Granted, &e)
 	n.trackHold(now, &e)
+	if n.stale {
+		// The key changed since we last asked (a grant changes it too, but
+		// so does a DEL): make sure it is ours.
+		n.checkHold(now, &e)
+	}
 	return e
 }
 

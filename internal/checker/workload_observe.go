@@ -16,7 +16,9 @@ package checker
 // token is reported once per leader, with the readers that saw it and for
 // how long the first of them did; but one first read in a fault window
 // (plus FaultGrace) is excused, as its grant's message may have reached
-// the campaigner too late to claim it.
+// the campaigner too late to claim it, and so is one whose Campaign
+// returned ErrClosed as its session's Close began (the Close ended a
+// leadership the attempt had won: Campaign's doc).
 
 import (
 	"context"
@@ -185,6 +187,8 @@ func (r *wrun) leaderFaultLocked(ls *leaderSeen, c *wcall) string {
 		return "" // a child's, maybe granted just before its death
 	case r.faultAtLocked(ls.first, ls.first, r.cfg.FaultGrace):
 		return "" // its grant's message may have reached the campaigner too late
+	case c.hold == nil && c.kind == "closed" && !c.sess.closeStart.IsZero() && !c.sess.closeStart.After(c.end):
+		return "" // won as its session's Close began, which ended it (Campaign's doc)
 	}
 	what := fmt.Sprintf("Campaign by %s (called %s, returned %s", c.sess.label, r.at(c.start), r.at(c.end))
 	switch {

@@ -31,6 +31,7 @@ package checker
 // began.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -154,7 +155,7 @@ func (r *wrun) toldInTime(rep *WorkloadReport, a, b *whold) (excused bool, late 
 		rep.MaxTellLag = max(rep.MaxTellLag, lost.Sub(b.acquired))
 	}
 	young := c.from.Before(a.acquired.Add(r.cfg.FirstCheck))
-	if !lost.IsZero() && !lost.After(by) || young && lost.IsZero() && a.unlocked && !a.unlockAt.After(by) && endedLost(a) {
+	if !lost.IsZero() && !lost.After(by) || young && lost.IsZero() && a.unlocked && !a.unlockAt.After(by) && (endedLost(a) || unlockUnknown(a)) {
 		rep.ToldInTime++
 		return true, nil
 	}
@@ -226,6 +227,13 @@ func (r *wrun) toldBy(a *whold, c *change, b *whold) time.Time {
 		t = renewal
 	}
 	return t.Add(r.cfg.TellBound)
+}
+
+// unlockUnknown says whether h's Unlock ended without learning what
+// Redis held: its caller's ctx ended, or the release was not confirmed.
+// A young hold "hears of a change at its end" only if its Unlock learns.
+func unlockUnknown(h *whold) bool {
+	return h.unlockRet.IsZero() || errors.Is(h.unlockErr, context.DeadlineExceeded) || errors.Is(h.unlockErr, context.Canceled) || errors.Is(h.unlockErr, baton.ErrUnconfirmed)
 }
 
 // endedLost says whether the holder of h heard of its loss at its end:

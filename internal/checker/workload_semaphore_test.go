@@ -174,12 +174,14 @@ func TestWorkloadSemLeftovers(t *testing.T) {
 		LeakOptions:        redistest.KnownLeaks(),
 	}, func(ctx context.Context) {
 		<-ctx.Done()
-		// A live holder (deadline in an hour) and a queue entry of slots
-		// no session of the run has.
+		// Live holders (deadline in an hour) of every permit, and a queue
+		// entry, of slots no session of the run has. (With a permit
+		// free, a closing session's dequeue would serve the entry, and
+		// drop it, as nobody hears its grant.)
 		k := "wl:s:{wl-s0}"
 		dl := time.Now().Add(time.Hour).UnixMilli()
 		for _, cmd := range [][]string{
-			{"HSET", k, "ghost.0", "1:" + itoa(dl)},
+			{"HSET", k, "ghost.0", "1:" + itoa(dl), "ghost.2", "2:" + itoa(dl), "ghost.3", "3:" + itoa(dl)},
 			{"RPUSH", k + ":q", "ghost.1"},
 			{"HSET", k + ":d", "ghost.1", itoa(dl) + ":1000"},
 		} {
