@@ -6,15 +6,16 @@ package checker
 //
 //   - (a) excuses the loss of a hold the change hit;
 //   - (b) excuses an overlap whose earlier holder the change hit only if
-//     that holder was told of its loss (Done closed with ErrLockLost) no
-//     later than Workload.TellBound after the later holder returned (a
-//     holder hears of a change of its key at once, the new holder needs a
-//     round trip), or, for a hold younger than Workload.FirstCheck at the
-//     change (not tracked yet), TellBound after its first check, or (only
-//     such a young hold) it ended before then with Unlock (or Err) saying
-//     ErrLockLost; an
-//     overlap it is not excused for counts in WorkloadReport.ToldLate,
-//     with one message per old holder;
+//     that holder was told of its loss (Done closed with ErrLockLost) by
+//     when it is due to hear of it: Workload.TellBound after the later
+//     holder returned (a holder hears of a change of its key at once, the
+//     new holder needs a round trip), or, for a hold younger than
+//     Workload.FirstCheck at the change (not tracked yet), TellBound after
+//     its first check, or for a permit or leadership hit by a DEL,
+//     TellBound after its next renewal (their hashes are not tracked); or
+//     if it stopped (Unlock) before then and Unlock said ErrLockLost (or
+//     never learned: its ctx ended). An overlap it is not excused for
+//     counts in WorkloadReport.ToldLate, with one message per old holder;
 //   - (d) reads a lock the change surely hit (returned before the change
 //     began) as free from the end of the change (waiters track the key
 //     and wake when it is deleted), a permit or a leadership as free a
@@ -154,8 +155,9 @@ func (r *wrun) toldInTime(rep *WorkloadReport, a, b *whold) (excused bool, late 
 	if !lost.IsZero() {
 		rep.MaxTellLag = max(rep.MaxTellLag, lost.Sub(b.acquired))
 	}
-	young := c.from.Before(a.acquired.Add(r.cfg.FirstCheck))
-	if !lost.IsZero() && !lost.After(by) || young && lost.IsZero() && a.unlocked && !a.unlockAt.After(by) && (endedLost(a) || unlockUnknown(a)) {
+	// Told in time, or stopped (Unlock) before it was due to be told and
+	// its Unlock said it was lost (or never learned).
+	if !lost.IsZero() && !lost.After(by) || lost.IsZero() && a.unlocked && !a.unlockAt.After(by) && (endedLost(a) || unlockUnknown(a)) {
 		rep.ToldInTime++
 		return true, nil
 	}
