@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,90 +21,6 @@ import (
 	"github.com/batonlock/baton/internal/keyspace"
 	"github.com/redis/rueidis"
 )
-
-// Defaults and limits of Options.
-const (
-	DefaultKeyPrefix   = "baton"
-	DefaultLeaseTTL    = 10 * time.Second
-	DefaultCohortLimit = 8
-	// MinLeaseTTL is the shortest lease accepted: renewal runs every
-	// LeaseTTL/3 and needs a few round trips of slack.
-	MinLeaseTTL = 100 * time.Millisecond
-)
-
-// Options configure a Client. The zero value of every field but Redis
-// selects its default.
-type Options struct {
-	// Redis says where Redis is. baton builds, owns and closes two rueidis
-	// clients from it: one for uncontended acquisitions and releases, one
-	// (with tracking) for waiting, grants and renewals. Unless set,
-	// ClientTrackingOptions becomes {"OPTIN", "NOLOOP"} so that our own
-	// writes never wake our own waiters. With DisableCache (or a server
-	// without RESP3) waiters rely on the release channel and expiry timers
-	// instead of tracking invalidations.
-	Redis rueidis.ClientOption
-
-	// KeyPrefix begins every key baton writes: "<prefix>:{<name>}" holds the
-	// owner token and fence while held ("<member>:<fence>") and the last
-	// fence once free ("~<fence>"); companions ":q" and ":d" hold the queue
-	// of waiting sessions and their deadlines. Default "baton". It must not
-	// contain '{' or '}'.
-	KeyPrefix string
-
-	// LeaseTTL is the lease of the default session's locks: a holder that
-	// dies loses its locks after at most LeaseTTL. Held locks are renewed
-	// every LeaseTTL/3. Default 10s; at least MinLeaseTTL.
-	LeaseTTL time.Duration
-
-	// CohortLimit bounds how many times in a row a lock is handed from one
-	// goroutine to another of the same session without asking Redis (and
-	// such hand-offs stop 10ms after Redis granted the lock). Then the
-	// hand-off goes through Redis, which grants the lock to the next waiting
-	// session if there is one. Default 8; 1 disables local hand-offs.
-	CohortLimit int
-
-	// MinReplicas, when above zero, makes every acquisition and renewal
-	// wait (WAIT) until that many replicas have the write. An acquisition
-	// they do not confirm within ReplicaTimeout is undone and fails with
-	// ErrNotReplicated; an unconfirmed renewal counts as a failed one. A lock
-	// granted by another session's release is confirmed by re-acquiring it
-	// (one more round trip). Default 0: no waiting.
-	MinReplicas int
-
-	// ReplicaTimeout bounds each WAIT when MinReplicas is set. Default
-	// 100ms; at most LeaseTTL/3.
-	ReplicaTimeout time.Duration
-
-	// DisableHeldTracking stops renewals from having Redis track held
-	// keys. Default false: a holder whose key is deleted, overwritten or
-	// flushed from outside hears of it at once (a tracking invalidation),
-	// at the price of a third Redis command per held lock per renewal and
-	// about 10x the Redis CPU of a renewal (tracking bookkeeping: 15 µs
-	// instead of 1.5 µs per lock, measured). With it set, a holder hears of
-	// such a change at its next renewal (LeaseTTL/3). Tracking needs
-	// client-side caching (RESP3) and is off on Redis Cluster and with
-	// MinReplicas.
-	DisableHeldTracking bool
-
-	// Observer, if set, is told of every lock event (acquisitions, waits,
-	// releases, losses, renewal failures, re-checks); see Observer for its
-	// contract. Default nil: nothing is reported, at the cost of one
-	// comparison per event.
-	Observer Observer
-
-	// Instance names this process for operators: baton ls and show, the
-	// held-locks page and Session.Held show which instance holds and
-	// which wait. It is data, never part of the owner comparison.
-	// Default "<hostname>:<pid>".
-	Instance string
-
-	// Logger, if set, receives a warning for each lost lock (name and
-	// cause) and for failed renewal round trips (at most one line per
-	// tick), and a debug line when a dropped connection makes the client
-	// look at every name again. Nothing is logged on the path of a Lock or
-	// Unlock that goes well. Default nil: nothing is logged.
-	Logger *slog.Logger
-}
 
 // Client is a lock client for one Redis deployment. It is safe for
 // concurrent use. Create it with New and close it with Close; the zero value
@@ -312,55 +227,6 @@ func connectErr(ro rueidis.ClientOption, err error) error {
 		hint = "check the address, credentials and TLS settings in Options.Redis"
 	}
 	return fmt.Errorf("baton: connect to Redis at %s: %w (%s)", strings.Join(ro.InitAddress, ","), err, hint)
-}
-
-// fill sets the defaults of zero fields and rejects values out of range,
-// naming the field.
-func (opt *Options) fill() error {
-	if opt.KeyPrefix == "" {
-		opt.KeyPrefix = DefaultKeyPrefix
-	}
-	if strings.ContainsAny(opt.KeyPrefix, "{}") {
-		return fmt.Errorf("%w: KeyPrefix %q contains '{' or '}'", ErrInvalidOptions, opt.KeyPrefix)
-	}
-	if opt.LeaseTTL == 0 {
-		opt.LeaseTTL = DefaultLeaseTTL
-	}
-	if opt.Instance == "" {
-		host, _ := os.Hostname()
-		opt.Instance = host + ":" + strconv.Itoa(os.Getpid())
-	}
-	if err := checkLease("LeaseTTL", opt.LeaseTTL); err != nil {
-		return err
-	}
-	switch {
-	case opt.CohortLimit == 0:
-		opt.CohortLimit = DefaultCohortLimit
-	case opt.CohortLimit < 0 || opt.CohortLimit > 1024:
-		return fmt.Errorf("%w: CohortLimit %d out of range [1, 1024]", ErrInvalidOptions, opt.CohortLimit)
-	}
-	switch {
-	case opt.MinReplicas < 0:
-		return fmt.Errorf("%w: MinReplicas %d is negative", ErrInvalidOptions, opt.MinReplicas)
-	case opt.ReplicaTimeout < 0 || opt.ReplicaTimeout > opt.LeaseTTL/3:
-		return fmt.Errorf("%w: ReplicaTimeout %v out of range [0, LeaseTTL/3]", ErrInvalidOptions, opt.ReplicaTimeout)
-	case opt.ReplicaTimeout > 0 && opt.ReplicaTimeout < time.Millisecond:
-		// WAIT takes milliseconds, and WAIT n 0 waits forever.
-		return fmt.Errorf("%w: ReplicaTimeout %v is below 1ms", ErrInvalidOptions, opt.ReplicaTimeout)
-	case opt.ReplicaTimeout == 0:
-		opt.ReplicaTimeout = min(100*time.Millisecond, opt.LeaseTTL/3)
-	}
-	return nil
-}
-
-func checkLease(field string, d time.Duration) error {
-	if d < MinLeaseTTL {
-		return fmt.Errorf("%w: %s %v is shorter than %v", ErrInvalidOptions, field, d, MinLeaseTTL)
-	}
-	if d > 24*time.Hour {
-		return fmt.Errorf("%w: %s %v is longer than 24h", ErrInvalidOptions, field, d)
-	}
-	return nil
 }
 
 // Lock acquires the lock name in the default session, waiting as long as

@@ -207,7 +207,8 @@ func (n *name) leaveTry(seq uint64) {
 // acquireReply applies the reply of an acquire call sent at sent. retry is
 // when to try again after a transient error. It returns the lock for
 // TryLock's caller when acquired (a waiter's lock is handed to it).
-func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err error, retry time.Time) (l *Lock, e effects) {
+func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err error, retry time.Time) (*Lock, effects) {
+	var e effects
 	if n.st != acquiring || seq != n.seq {
 		panic("baton: acquire reply for a call not in flight")
 	}
@@ -236,28 +237,7 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 		n.recheck = time.Time{}
 		return nil, n.releaseStray(a.fence)
 	case a.acquired:
-		how := Free
-		if a.kept && a.fence == n.expect {
-			how = Granted // a grant, confirmed
-		}
-		n.seen, n.expect = max(n.seen, a.fence), 0
-		h := &hold{owner: n.owner(a.fence), fence: a.fence, deadline: sent.Add(n.r.lease - n.r.margin), redisBy: now.Add(n.r.lease), since: now}
-		n.st, n.hold = held, h
-		if n.r.closed || req.left || !req.try && len(n.waiters) == 0 {
-			return nil, n.settle(now) // nobody to take it: released
-		}
-		h.waited = !req.try && n.waiters[0].tries > 1
-		n.trackHold(now, &e)
-		if n.stale {
-			// The key changed, or a connection dropped, while we asked:
-			// Redis may have lost it since (a flush, a restart).
-			n.checkHold(now, &e)
-		}
-		if req.try {
-			l = n.newLock(h, 0, now, how)
-		} else {
-			n.handHead(h, 0, now, how, &e)
-		}
+		return n.acquired(req, sent, now, a)
 	default:
 		n.seen = max(n.seen, a.fence)
 		n.pos = a.pos
@@ -285,8 +265,36 @@ func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err erro
 		}
 		e.queued = a.pos >= 0
 	}
-	e2 := n.settle(now)
-	return l, e.merge(e2)
+	return nil, e.merge(n.settle(now))
+}
+
+// acquired applies an acquire reply that took the lock (or found it ours
+// already: kept): it goes to TryLock's caller or the head waiter, or back
+// to Redis when nobody wants it any more.
+func (n *name) acquired(req *request, sent, now time.Time, a attempt) (l *Lock, e effects) {
+	how := Free
+	if a.kept && a.fence == n.expect {
+		how = Granted // a grant, confirmed
+	}
+	n.seen, n.expect = max(n.seen, a.fence), 0
+	h := &hold{owner: n.owner(a.fence), fence: a.fence, deadline: sent.Add(n.r.lease - n.r.margin), redisBy: now.Add(n.r.lease), since: now}
+	n.st, n.hold = held, h
+	if n.r.closed || req.left || !req.try && len(n.waiters) == 0 {
+		return nil, n.settle(now) // nobody to take it: released
+	}
+	h.waited = !req.try && n.waiters[0].tries > 1
+	n.trackHold(now, &e)
+	if n.stale {
+		// The key changed, or a connection dropped, while we asked:
+		// Redis may have lost it since (a flush, a restart).
+		n.checkHold(now, &e)
+	}
+	if req.try {
+		l = n.newLock(h, 0, now, how)
+	} else {
+		n.handHead(h, 0, now, how, &e)
+	}
+	return l, e.merge(n.settle(now))
 }
 
 // dequeueReply applies the reply of a dequeue call: fence is that of a

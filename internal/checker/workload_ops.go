@@ -164,31 +164,37 @@ func (r *wrun) operate(ws *wsession, rng *rand.Rand) {
 		r.judgeUnlock(h, err, uctx, udeadline)
 		ucancel()
 	case opDo:
-		var h *whold
-		err := ws.s.Do(ctx, nm, func(fctx context.Context) error {
-			now := time.Now()
-			l, ok := baton.FromContext(fctx)
-			ended := endedNow(l)
-			r.endCall(c, now, nil, ctx, deadline, cancelled)
-			if !ok {
-				r.failf(oErr, "Do %s by %s: FromContext found no Lock in fn's ctx", nm, ws.label)
-				return nil
-			}
-			h = r.addHold(c, l, now, ended)
-			r.sleep(hold, fctx.Done())
-			errAtEnd := l.Err()
-			h.set(func() { h.errAtEnd, h.unlockAt, h.unlocked = errAtEnd, time.Now(), true })
-			return nil
-		})
-		now := time.Now()
-		if h == nil {
-			r.endCall(c, now, err, ctx, deadline, cancelled)
-			return
-		}
-		h.set(func() { h.unlockRet, h.unlockErr = now, err })
-		// Do releases with WithoutCancel(ctx): no ctx of its own can end.
-		r.judgeUnlock(h, err, context.Background(), time.Time{})
+		r.doOp(ctx, ws, c, hold, deadline, cancelled)
 	}
+}
+
+// doOp is operate's Do call c, holding for hold.
+func (r *wrun) doOp(ctx context.Context, ws *wsession, c *wcall, hold time.Duration, deadline time.Time, cancelled *atomic.Bool) {
+	nm := r.names[c.name]
+	var h *whold
+	err := ws.s.Do(ctx, nm, func(fctx context.Context) error {
+		now := time.Now()
+		l, ok := baton.FromContext(fctx)
+		ended := endedNow(l)
+		r.endCall(c, now, nil, ctx, deadline, cancelled)
+		if !ok {
+			r.failf(oErr, "Do %s by %s: FromContext found no Lock in fn's ctx", nm, ws.label)
+			return nil
+		}
+		h = r.addHold(c, l, now, ended)
+		r.sleep(hold, fctx.Done())
+		errAtEnd := l.Err()
+		h.set(func() { h.errAtEnd, h.unlockAt, h.unlocked = errAtEnd, time.Now(), true })
+		return nil
+	})
+	now := time.Now()
+	if h == nil {
+		r.endCall(c, now, err, ctx, deadline, cancelled)
+		return
+	}
+	h.set(func() { h.unlockRet, h.unlockErr = now, err })
+	// Do releases with WithoutCancel(ctx): no ctx of its own can end.
+	r.judgeUnlock(h, err, context.Background(), time.Time{})
 }
 
 func (r *wrun) sleep(d time.Duration, done <-chan struct{}) {
