@@ -148,7 +148,13 @@ func (r *wrun) addHold(c *wcall, l *baton.Lock, now time.Time, ended error) *who
 	r.mu.Unlock()
 	// A Close that began after the call returned may end the lock before
 	// this look at it (the goroutine may run late): not the call's fault.
-	closedSince := errors.Is(h.returnedEnded, baton.ErrClosed) && !closeStart.IsZero() && closeStart.After(now)
+	// The checker cannot see the instant a Close begins (it takes the
+	// session's mutex some time after the call to Close), so only a Close
+	// that had returned before the call began surely came first; baton
+	// returns ErrClosed when its Close ended the lock before the call
+	// returned (TestIssue16Defect19TryLockRacingClose checks it in the
+	// process).
+	closedSince := errors.Is(h.returnedEnded, baton.ErrClosed) && !closeStart.IsZero() && (closeEnd.IsZero() || closeEnd.After(c.start))
 	if h.returnedEnded != nil && !errors.Is(h.returnedEnded, baton.ErrLockLost) && !closedSince {
 		r.failf(oErr, "%s %s by %s returned at %s a lock already ended: Err %v (Close of the session began %s)",
 			c.op, r.names[c.name], ws.label, r.at(now), h.returnedEnded, r.at(closeStart))
