@@ -31,6 +31,10 @@ func (r *wrun) analyse() WorkloadReport {
 	idle := r.judgeNamesLocked(&rep, holds, waiters)
 	r.idleStatsLocked(&rep, idle)
 	r.judgeObservedLocked(&rep)
+	if uint64(rep.LossesSignalled) != rep.LostStats {
+		// Stats.Lost counts exactly the losses callers were told of.
+		r.failLocked(oLoss, "Stats.Lost summed over the Clients is %d, but %d losses were signalled to callers", rep.LostStats, rep.LossesSignalled)
+	}
 	r.childrenStatsLocked(&rep)
 	rep.Changes, rep.MaxSubLag = r.changesText(), r.subLag
 	rep.Failures, rep.Counts = r.fails, r.nfails
@@ -86,7 +90,8 @@ func (r *wrun) byNameLocked(rep *WorkloadReport) (holds [][]*whold, waiters [][]
 	}
 	for _, h := range r.holds {
 		holds[h.name] = append(holds[h.name], h)
-		if !h.lost().IsZero() {
+		// Told: Done closed with ErrLockLost, or Unlock (Do) said it.
+		if !h.lost().IsZero() || h.sess.killed.IsZero() && errors.Is(h.unlockErr, baton.ErrLockLost) {
 			rep.LossesSignalled++
 		}
 	}
