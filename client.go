@@ -108,14 +108,12 @@ func New(opt Options) (*Client, error) {
 	}
 	c.def = c.newSession(opt.LeaseTTL)
 	rctx, cancel := context.WithTimeout(c.bg, max(5*time.Second, opt.LeaseTTL))
-	err := c.register(rctx)
-	cancel()
-	if err != nil {
-		c.stop()
-		c.rc.Close()
-		c.cc.Close()
-		return nil, fmt.Errorf("baton: register instance %q at %s: %w", c.instance, strings.Join(opt.Redis.InitAddress, ","), err)
+	if c.register(rctx) != nil {
+		// Best effort (a read-only replica refuses it, and Lock will say
+		// why): the renewal loop tries again.
+		c.unknown.Store(true)
 	}
+	cancel()
 	c.admin, _ = admin.New(c.rc, c.prefix) // fails only on a prefix with braces, which fill rejects
 
 	c.wg.Add(2)
@@ -124,6 +122,7 @@ func New(opt Options) (*Client, error) {
 	// Grants must not be published before we listen for them.
 	t := time.NewTimer(max(5*time.Second, opt.LeaseTTL))
 	defer t.Stop()
+	var err error
 	select {
 	case <-c.subOK:
 		return c, nil

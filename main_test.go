@@ -99,6 +99,23 @@ func within(t testing.TB, d time.Duration, what string, cond func() error) {
 	}
 }
 
+// keysWritten returns the keys on srv other than the clients' instance
+// records (keyspace.InstanceKey, which every client writes at New).
+func keysWritten(t testing.TB, srv *redistest.Server) []string {
+	t.Helper()
+	all, err := srv.Do(t, "KEYS", "*").AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, k := range all {
+		if !strings.Contains(k, ":i:") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 type rueidisOption = rueidis.ClientOption
 
 func redisOpt(f func(*rueidisOption)) rueidisOption {

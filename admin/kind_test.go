@@ -32,6 +32,7 @@ func newKindsEnv(t *testing.T, opt rueidis.ClientOption) kindsEnv {
 	e.web1 = locktest.NewBatonWith(t, baton.Options{Redis: opt, LeaseTTL: kindsLease, Instance: "web-1:11"})
 	e.web2 = locktest.NewBatonWith(t, baton.Options{Redis: opt, LeaseTTL: kindsLease, Instance: "web-2:22"})
 	e.unnamed = locktest.NewBaton(t, opt, kindsLease)
+	locktest.ForgetInstance(t, locktest.NewRueidis(t, opt), e.unnamed) // as if expired
 	locktest.SetInstance(t, rc, e.web1)
 	locktest.SetInstance(t, rc, e.web2)
 

@@ -29,6 +29,7 @@ func TestKinds(t *testing.T) {
 	web1 := locktest.NewBatonWith(t, baton.Options{Redis: opt, LeaseTTL: lease, Instance: "web-1:11"})
 	web2 := locktest.NewBatonWith(t, baton.Options{Redis: opt, LeaseTTL: lease, Instance: "web-2:22"})
 	unnamed := locktest.NewBaton(t, opt, lease)
+	locktest.ForgetInstance(t, rc, unnamed) // as if expired
 	locktest.SetInstance(t, rc, web1)
 	locktest.SetInstance(t, rc, web2)
 	name := locktest.UniqueName(t)

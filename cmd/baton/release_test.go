@@ -22,6 +22,7 @@ func forceWithWaiter(t *testing.T, opt rueidis.ClientOption, addr string) {
 	holder := locktest.NewBaton(t, opt, lease)
 	waiter := locktest.NewBaton(t, opt, lease)
 	rc := locktest.NewRueidis(t, opt)
+	locktest.ForgetInstance(t, rc, holder) // as if expired: "?"
 	name := locktest.UniqueName(t)
 	l := locktest.Lock(t, holder, name)
 	owner := get(t, rc, lockKey(name))

@@ -21,6 +21,7 @@ func TestLs(t *testing.T) {
 	const lease = 2 * time.Second
 	c1 := locktest.NewBaton(t, srv.Option(), lease)
 	c2 := locktest.NewBaton(t, srv.Option(), lease)
+	locktest.ForgetInstance(t, locktest.NewRueidis(t, srv.Option()), c1) // as if expired: "?"
 	held, free, foreign := "jobs/held", "jobs/free", "other/foreign"
 	hl := locktest.Lock(t, c1, held)
 	got := locktest.LockAsync(t, c2, held)
@@ -67,6 +68,8 @@ func TestShow(t *testing.T) {
 	c1 := locktest.NewBaton(t, srv.Option(), lease)
 	c2 := locktest.NewBaton(t, srv.Option(), lease)
 	rc := locktest.NewRueidis(t, srv.Option())
+	locktest.ForgetInstance(t, rc, c1) // as if expired: "?"
+	locktest.ForgetInstance(t, rc, c2)
 	name := locktest.UniqueName(t)
 	l := locktest.Lock(t, c1, name)
 	owner := get(t, rc, lockKey(name))

@@ -62,6 +62,16 @@ func SetInstance(t testing.TB, rc rueidis.Client, c *baton.Client) {
 	}
 }
 
+// ForgetInstance deletes c's instance record, as if it had expired (a
+// client that crashed long ago): tools then show its instance as unknown.
+func ForgetInstance(t testing.TB, rc rueidis.Client, c *baton.Client) {
+	t.Helper()
+	key := keyspace.InstanceKey(c.Admin().Prefix(), ClientID(c))
+	if err := rc.Do(CtxTimeout(t, Bound), rc.B().Del().Key(key).Build()).Error(); err != nil {
+		t.Fatalf("DEL %s: %v", key, err)
+	}
+}
+
 // ClientID is the id of c, the first 32 hex digits of its members.
 func ClientID(c *baton.Client) string {
 	id, _, _ := strings.Cut(c.Session().ID(), "-")
