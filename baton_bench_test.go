@@ -173,7 +173,7 @@ func BenchmarkRenew(b *testing.B) {
 				s.nextRenew = time.Time{}.Add(1) // due now
 				s.mu.Unlock()
 				results := make(chan *renewBatch, 1)
-				if _, started := c.renewDue(time.Now(), true, results); started > 0 {
+				if _, b := c.renewDue(time.Now(), true, results); b != nil {
 					c.renewApply(<-results)
 				}
 			}

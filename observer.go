@@ -57,7 +57,8 @@ const (
 	// ErrLockLost and says how). Name, Token and Held are set.
 	Lost
 	// RenewalFailed: a session's renewal round trip failed and will be
-	// retried; its locks are lost if none succeeds before their lease
+	// retried, or is still unanswered a tick (LeaseTTL/3) after it went
+	// out; its locks are lost if none succeeds before their lease
 	// deadline. Err is the error, Count the names it was to renew.
 	RenewalFailed
 	// Rechecked: a connection or subscription dropped, so the client
@@ -228,7 +229,7 @@ type Stats struct {
 	Waits         uint64 // Lock calls that waited before they got the lock (Waiting events that ended in Acquired)
 	Timeouts      uint64 // Lock calls that gave up because ctx ended
 	Lost          uint64 // losses signalled to callers: held locks lost before Unlock (Done closed), or whose Unlock returned ErrLockLost
-	RenewalErrors uint64 // renewal round trips that failed and were retried
+	RenewalErrors uint64 // renewal round trips that failed (and were retried) or went unanswered for a tick
 	Held          int    // locks held now
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/batonlock/baton/internal/script"
@@ -40,9 +41,9 @@ func (c *Client) renewLoop() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	results := make(chan *renewBatch, maxInflight)
-	inflight := 0
+	var inflight []*renewBatch
 	defer func() {
-		for ; inflight > 0; inflight-- {
+		for range inflight {
 			<-results // cancelled with c.bg; wait for its goroutine
 		}
 	}()
@@ -57,8 +58,11 @@ func (c *Client) renewLoop() {
 				c.register(ctx) // best effort: operators' tools show "?" without it
 			})
 		}
-		next, started := c.renewDue(time.Now(), inflight < maxInflight, results)
-		inflight += started
+		next, b := c.renewDue(time.Now(), len(inflight) < maxInflight, results)
+		if b != nil {
+			inflight = append(inflight, b)
+		}
+		next = c.renewLate(time.Now(), inflight, next)
 		c.loopAt.Store(next.UnixNano())
 		t.Reset(time.Until(next))
 		select {
@@ -67,10 +71,37 @@ func (c *Client) renewLoop() {
 		case <-t.C:
 		case <-c.renewC:
 		case b := <-results:
-			inflight--
+			inflight = slices.DeleteFunc(inflight, func(x *renewBatch) bool { return x == b })
 			c.renewApply(b)
 		}
 	}
+}
+
+// renewLate reports, once each, the round trips still unanswered a tick
+// after they went out (a slow or unreachable Redis: losses follow at the
+// lease deadlines unless an answer comes), and returns next, or the time
+// the next one is late if earlier. Only the loop's goroutine calls it.
+func (c *Client) renewLate(now time.Time, inflight []*renewBatch, next time.Time) time.Time {
+	for _, b := range inflight {
+		switch {
+		case b.late:
+		case now.Before(b.lateAt):
+			next = minTime(next, b.lateAt)
+		default:
+			b.late = true
+			err := fmt.Errorf("baton: no renewal reply within %v; still waiting, until the leases' deadlines", b.lateAt.Sub(b.sent).Round(time.Millisecond))
+			names := make(map[*Session]int)
+			for _, g := range b.groups {
+				for _, r := range g {
+					names[r.s]++
+				}
+			}
+			for _, s := range b.due {
+				c.renewFailed(s, err, names[s])
+			}
+		}
+	}
+	return next
 }
 
 // maxInflight bounds the renewal round trips under way at once. A round
@@ -83,6 +114,8 @@ type renewBatch struct {
 	groups      [][]renewal
 	due         []*Session
 	sent        time.Time
+	lateAt      time.Time // a tick after sent: unanswered then, it is reported (renewLate)
+	late        bool      // reported late; only the loop's goroutine uses it
 	res         []rueidis.RedisResult
 	unconfirmed []bool
 }
@@ -107,16 +140,18 @@ func (c *Client) wakeBy(t time.Time) {
 // deadline are lost), starts a round trip for the renewals and checks that
 // are due when send allows (the round trip runs in its own goroutine, so
 // that a connection that hangs cannot delay any deadline), and returns
-// when to look again and how many round trips it started.
-func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) (time.Time, int) {
+// when to look again and the round trip it started, if any.
+func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) (time.Time, *renewBatch) {
 	next := now.Add(time.Hour)
 	var (
 		batch []renewal
 		due   []*Session
 		until time.Time // the latest time a reply is of use
+		tick  = time.Hour
 	)
 	for _, s := range c.allSessions() {
 		// At least once a tick, should a time asked for be missed.
+		tick = min(tick, s.lease/3)
 		next = minTime(next, now.Add(s.lease/3))
 		var a after
 		s.mu.Lock()
@@ -148,10 +183,11 @@ func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) 
 		a.do(s)
 	}
 	if len(batch) == 0 {
-		return next, 0
+		return next, nil
 	}
 	ctx, cancel := context.WithDeadline(c.bg, until)
 	b := &renewBatch{groups: c.group(batch), due: due, sent: time.Now()}
+	b.lateAt = b.sent.Add(tick)
 	calls := make([]script.Call, len(b.groups))
 	for i, g := range b.groups {
 		calls[i] = renewCall(g, c.trackHeld)
@@ -161,7 +197,7 @@ func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) 
 		b.res, b.unconfirmed = c.renewSend(ctx, calls)
 		results <- b
 	}()
-	return next, 1
+	return next, b
 }
 
 // renewal returns n's part of a round trip at now, if it has one: its
@@ -222,32 +258,39 @@ func (c *Client) renewApply(b *renewBatch) {
 		}
 	}
 	for _, s := range b.due {
-		f := failed[s]
-		var warn bool
-		s.mu.Lock()
-		if f != nil {
+		if f := failed[s]; f != nil {
+			s.mu.Lock()
 			if s.retry == nil {
 				s.retry = newBackoff(s.lease)
 			}
 			s.nextRenew = minTime(s.nextRenew, time.Now().Add(s.retry.NextBackOff()))
-			// The Logger gets at most one warning per session tick.
-			if warn = time.Since(s.warned) >= s.lease/3; warn {
-				s.warned = time.Now()
-			}
+			s.mu.Unlock()
+			c.renewFailed(s, f.err, f.names)
 		} else {
+			s.mu.Lock()
 			s.retry = nil
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
-		if f != nil {
-			c.stats.renewErrs.Add(1)
-			ev := Event{Kind: RenewalFailed, Err: f.err, Count: f.names}
-			if c.obs != nil {
-				c.obs.Observe(context.Background(), ev)
-			}
-			if warn && c.log != nil {
-				c.logEvent(context.Background(), ev)
-			}
-		}
+	}
+}
+
+// renewFailed reports that a round trip renewing names of s failed (or is
+// late): to the Observer each time, to the Logger at most once per
+// session tick.
+func (c *Client) renewFailed(s *Session, err error, names int) {
+	c.stats.renewErrs.Add(1)
+	s.mu.Lock()
+	warn := time.Since(s.warned) >= s.lease/3
+	if warn {
+		s.warned = time.Now()
+	}
+	s.mu.Unlock()
+	ev := Event{Kind: RenewalFailed, Err: err, Count: names}
+	if c.obs != nil {
+		c.obs.Observe(context.Background(), ev)
+	}
+	if warn && c.log != nil {
+		c.logEvent(context.Background(), ev)
 	}
 }
 
