@@ -192,48 +192,96 @@ func (s *Session) acquireOn(ctx context.Context, p Primitive, lname string, wait
 		return nil, ErrClosed
 	}
 	defer s.c.calls.Done()
-	var (
-		n     *name
-		w     *waiter
-		req   *request
-		err   error
-		start time.Time
-	)
+	var start time.Time
 	if s.c.obs != nil {
 		start = time.Now()
 	}
-	s.mu.Lock()
-	if s.closed {
-		err = ErrClosed
+	var (
+		l   *Lock
+		err error
+		w   *waiter
+	)
+	if wait {
+		l, w, err = s.lockOn(ctx, pick)
 	} else {
-		n, err = pick()
-	}
-	switch {
-	case err != nil:
-	case wait:
-		w = &waiter{wake: make(chan struct{}, 1)}
-		// Behind other waiters, or on a name in use: it waits, whether
-		// or not its goroutine gets to sleep before its turn comes.
-		w.slept = len(n.waiters) > 0 || n.st != idle
-		e := n.join(w, time.Now())
-		s.afterLocked(n, &e) // join makes no call
-		defer s.signal(&e)
-	default:
-		req, err = n.try()
-	}
-	s.mu.Unlock()
-	var l *Lock
-	switch {
-	case err != nil:
-	case wait:
-		l, err = s.wait(ctx, n, w)
-	default:
-		l, err = s.tryLock(ctx, n, req)
+		l, err = s.tryOn(ctx, pick)
 	}
 	if s.c.obs != nil {
 		s.c.observeCall(ctx, p, lname, wait, w, start, l, err)
 	}
 	return l, err
+}
+
+// lockOn is Lock on the machine pick returns: it joins the name's FIFO
+// and waits.
+func (s *Session) lockOn(ctx context.Context, pick func() (*name, error)) (*Lock, *waiter, error) {
+	s.mu.Lock()
+	n, err := s.pickLocked(pick)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, nil, err
+	}
+	w := &waiter{wake: make(chan struct{}, 1)}
+	// Behind other waiters, or on a name in use: it waits, whether or not
+	// its goroutine gets to sleep before its turn comes.
+	w.slept = len(n.waiters) > 0 || n.st != idle
+	e := n.join(w, time.Now())
+	s.afterLocked(n, &e) // join makes no call
+	s.mu.Unlock()
+	s.signal(&e)
+	l, err := s.wait(ctx, n, w)
+	return l, w, err
+}
+
+// tryOn is TryLock on the machine pick returns. While a release or
+// dequeue of the session's own is in flight on the name (a Lock that gave
+// up at its ctx's end leaves the queue in the background), it waits for it
+// as long as ctx allows, then makes its attempt.
+func (s *Session) tryOn(ctx context.Context, pick func() (*name, error)) (*Lock, error) {
+	for {
+		s.mu.Lock()
+		n, err := s.pickLocked(pick)
+		var (
+			req *request
+			w   *waiter
+		)
+		if err == nil {
+			req, err = n.try()
+			if err != nil && (n.st == leaving || n.st == releasing) && len(n.waiters) == 0 {
+				w, err = &waiter{wake: make(chan struct{}, 1)}, nil
+				e := n.join(w, time.Now())
+				s.afterLocked(n, &e) // join makes no call
+			}
+		}
+		s.mu.Unlock()
+		switch {
+		case err != nil:
+			return nil, err
+		case w == nil:
+			return s.tryLock(ctx, n, req)
+		}
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+		}
+		req, e := s.transition(n, func(now time.Time) effects { return n.cancel(w, now) })
+		s.signal(&e)
+		if req != nil {
+			s.background(n, req)
+		}
+		if ctx.Err() != nil {
+			return nil, &opError{n.acquireOp(true), ctx.Err()}
+		}
+	}
+}
+
+// pickLocked returns the machine pick chooses, once the session is known
+// open; s.mu is held.
+func (s *Session) pickLocked(pick func() (*name, error)) (*name, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return pick()
 }
 
 // tryLock makes TryLock's single attempt req.

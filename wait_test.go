@@ -193,3 +193,35 @@ func commandCounts(t *testing.T, srv *redistest.Server) map[string]int64 {
 	}
 	return out
 }
+
+// TestTryLockAfterGiveUp: a Lock that gives up at its ctx's end returns at
+// once and leaves the Redis queue in the background; a TryLock of the same
+// name in the same session right after waits for that dequeue rather than
+// report the name awaited by the session (found with batontest).
+func TestTryLockAfterGiveUp(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	for round := range 20 {
+		name := fmt.Sprintf("%s-%d", uniqueName(t), round)
+		l, err := a.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		_, err = b.Lock(short, name)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock of a held name: %v, want DeadlineExceeded", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lb, err := b.TryLock(ctx, name)
+		if err != nil {
+			t.Fatalf("round %d: TryLock right after a Lock gave up, the name free: %v", round, err)
+		}
+		lb.Unlock(ctx)
+	}
+}

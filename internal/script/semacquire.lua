@@ -37,7 +37,7 @@ if v then
   keep(k, lease)
   redis.call('LREM', q, 0, member)
   redis.call('HDEL', d, member)
-  if ann ~= '' then semaccept(k, ann, f, lease, member) end
+  if ann ~= '' then semaccept(k, ann, tonumber(f), lease, member) end
   return {3, tonumber(f)}
 end
 -- Free permits go to the sessions queued before us first.
