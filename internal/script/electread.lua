@@ -3,10 +3,12 @@
 -- A pending grant (semcommon.lua) leads nobody yet.
 -- KEYS: election hash (see semcommon.lua)
 -- Returns {1, fence, ms left, member, value} when someone leads,
---         {0, the last fence issued (0 if unknown)} when nobody does.
+--         {0, the last fence issued (0 if unknown)} when nobody does; with a
+--           grant pending, the fence before it, so that a reader takes its
+--           announcement, when it comes, as a later state.
 local all = redis.call('HGETALL', KEYS[1])
 local t = now()
-local last, hf, hdl, hm = 0, nil, nil, nil
+local last, hf, hdl, hm, pf = 0, nil, nil, nil, nil
 local vals, pending = {}, {}
 for i = 1, #all, 2 do
   local f = all[i]
@@ -18,11 +20,16 @@ for i = 1, #all, 2 do
     last = tonumber(v)
   elseif string.sub(f, 1, 3) == '#v:' then
     vals[string.sub(f, 4)] = v
-  elseif string.sub(f, 1, 1) ~= '#' and not pending[f] then
+  elseif string.sub(f, 1, 1) ~= '#' then
     local fe, dl = string.match(v, '^(%d+):(%d+)$')
     fe, dl = tonumber(fe), tonumber(dl)
-    if dl and dl > t and (not hf or fe > hf) then hf, hdl, hm = fe, dl, f end
+    if pending[f] then
+      if fe and (not pf or fe < pf) then pf = fe end
+    elseif dl and dl > t and (not hf or fe > hf) then
+      hf, hdl, hm = fe, dl, f
+    end
   end
 end
+if not hf and pf then return {0, pf - 1} end
 if not hf then return {0, last} end
 return {1, hf, hdl - t, hm, vals[hm] or ''}
