@@ -179,3 +179,31 @@ func TestGrantToWaiterThatGaveUp(t *testing.T) {
 		t.Fatalf("left: queue %v deadlines %v lock %q (a %s, b %s, c %s)", q, d, v, a.id[:6], b.id[:6], c.id[:6])
 	}
 }
+
+// TestReleaseServesQueueOfDeletedKey: a holder whose key was deleted from
+// outside (it has not heard of it: no held-key tracking here) releases
+// with the key gone; its release serves the session queued behind it,
+// which nothing else would wake until its timer (the holder's lease).
+// Found by the workload's outside shape; fails without release.lua's
+// serving a key gone under queued sessions.
+func TestReleaseServesQueueOfDeletedKey(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{DisableHeldTracking: true})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queuedLock(t, b, ctx, name)
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).lock)
+	if err := la.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock of a deleted key: %v, want ErrLockLost", err)
+	}
+	lb := waitFor(t, got, time.Second, "the queued waiter, served by the holder's release")
+	if lb == nil || lb.Token() <= la.Token() {
+		t.Fatalf("waiter got %v after the holder's %d", lb, la.Token())
+	}
+	lb.Unlock(ctx)
+}

@@ -232,10 +232,28 @@ func (r *wrun) toldBy(a *whold, c *change, b *whold) time.Time {
 }
 
 // unlockUnknown says whether h's Unlock ended without learning what
-// Redis held: its caller's ctx ended, or the release was not confirmed.
+// Redis held: its caller's ctx ended, the release was not confirmed, a
+// Close ended the hold, or Unlock passed it on locally.
 // A young hold "hears of a change at its end" only if its Unlock learns.
 func unlockUnknown(h *whold) bool {
-	return h.unlockRet.IsZero() || errors.Is(h.unlockErr, context.DeadlineExceeded) || errors.Is(h.unlockErr, context.Canceled) || errors.Is(h.unlockErr, baton.ErrUnconfirmed)
+	return h.unlockRet.IsZero() || errors.Is(h.unlockErr, context.DeadlineExceeded) || errors.Is(h.unlockErr, context.Canceled) ||
+		errors.Is(h.unlockErr, baton.ErrUnconfirmed) || errors.Is(h.unlockErr, baton.ErrClosed) || passedOn(h)
+}
+
+// passedOn says whether h's Unlock handed the hold to another goroutine of
+// its session without Redis (a local hand-off: the next token of the same
+// fence): it learned nothing of the key, and the hold's next holder hears
+// of the change in its place.
+func passedOn(h *whold) bool {
+	if h.unlockErr != nil {
+		return false
+	}
+	for _, o := range h.sess.holds {
+		if o.token == h.token+1 && o.name == h.name {
+			return true
+		}
+	}
+	return false
 }
 
 // endedLost says whether the holder of h heard of its loss at its end:

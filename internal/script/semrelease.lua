@@ -18,6 +18,15 @@
 local k, q, d = KEYS[1], KEYS[2], KEYS[3]
 local member, lease, mode = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local v = redis.call('HGET', k, member)
+if not v and redis.call('LINDEX', q, 0) then
+  -- Gone (expired, deleted, flushed) under queued sessions: serve them, as
+  -- semdequeue.lua does; nothing else wakes them now.
+  local live, _, last, lim = semscan(k)
+  local before = live
+  live, last = semserve(k, q, d, live, last, lim or tonumber(ARGV[8]), member, nil, ARGV[5], ARGV[6], ARGV[9] or '')
+  if live > before then semidle(k, q, live, last, ARGV[9] or '') end
+  return {-1, ''}
+end
 if not v or string.match(v, '^(%d+):') ~= string.match(ARGV[1], ':(%d+)$') then
   return {-1, v or ''}
 end
