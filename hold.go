@@ -89,7 +89,7 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	if n.r.sharded && n.sub != subReady {
 		mode = "0" // not listening for grants on this name: do not queue
 	}
-	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: h.deadline, unlock: true})
+	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: h.deadline})
 	return e, nil
 }
 
@@ -142,9 +142,6 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 			// expired while the release was on its way, which is as good
 			// as released for the caller, who had stopped using it.
 			break
-		}
-		if req.unlock {
-			n.r.stats.lost.Add(1) // a loss its caller is told of
 		}
 		err = fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(n.name))
 	case o.code == 1 && req.mode == "1":
@@ -287,12 +284,14 @@ func (n *name) markDirty(now time.Time, h *hold, unsure time.Time) {
 const lateRun = 15 * time.Second
 
 // lose ends the hold: its lock, if any, reports ErrLockLost with cause
-// (and counts in Stats.Lost: losses signalled to a caller). proof says
+// (and counts in Stats.Lost if its caller had it: losses signalled). proof says
 // that Redis showed the key is not ours: nothing of ours is left there.
 func (n *name) lose(now time.Time, cause string, proof bool) (e effects) {
 	if l := n.hold.lock; l != nil {
 		n.end(l, fmt.Errorf("%w: %q: %s", ErrLockLost, truncate(n.name), cause), &e)
-		n.r.stats.lost.Add(1)
+		if l.given {
+			n.r.stats.lost.Add(1) // else handed to a waiter that had not taken it: it waits again
+		}
 	}
 	if !proof {
 		n.markDirty(now, n.hold, time.Time{})

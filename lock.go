@@ -123,7 +123,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	case err != nil:
 		return &opError{n.unlockOp(), err}
 	case req != nil:
-		err = s.run(ctx, n, req)
+		if err = s.run(ctx, n, req); errors.Is(err, ErrLockLost) {
+			s.c.stats.lost.Add(1) // a loss its caller is told of (Stats.Lost)
+		}
 	}
 	if obs := s.c.obs; obs != nil || s.c.log != nil {
 		ev := Event{Kind: Released, Primitive: n.id.kind.primitive(), Name: n.name, Token: l.token, Held: now.Sub(l.acquired)}

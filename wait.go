@@ -98,6 +98,13 @@ func (s *Session) waitTurn(n *name, w *waiter) (l *Lock, req *request, at time.T
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l, req, at, err = n.poll(w, time.Now())
+	if l != nil && l.err != nil && !s.closed {
+		// Handed a lock that was lost before w took it: wait again, at
+		// the head of the line.
+		w.lock = nil
+		n.waiters = append([]*waiter{w}, n.waiters...)
+		l, req, at, err = n.poll(w, time.Now())
+	}
 	switch {
 	case l != nil && l.err != nil:
 		return nil, nil, time.Time{}, false, ErrClosed

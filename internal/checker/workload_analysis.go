@@ -234,7 +234,14 @@ func (r *wrun) overlaps(rep *WorkloadReport, hs []*whold) {
 	for _, b := range hs {
 		active = slices.DeleteFunc(active, func(a *whold) bool { return !a.end().After(b.acquired) })
 		for _, a := range active {
-			excused, late := r.toldInTime(rep, a, b)
+			old, newer := a, b
+			if b.token < a.token && r.hitByLocked(b, b.acquired, false) != nil {
+				// A grant issued before an outside change reached its
+				// caller after another took the emptied name afresh: the
+				// stale holder is the one with the older token.
+				old, newer = b, a
+			}
+			excused, late := r.toldInTime(rep, old, newer)
 			if excused {
 				continue
 			}
