@@ -37,18 +37,12 @@ func redisURL(scheme, user, password, host string) string {
 	return u.String()
 }
 
-// server is what redistest.Server and redistest.TLSServer share.
-type server interface {
-	Do(t testing.TB, args ...string) rueidis.RedisResult
-	Option() rueidis.ClientOption
-}
-
 // requireAuth gives srv's default user the password defaultPW, as
 // --requirepass does, and adds the ACL user aclUser with aclPW; it returns
 // the options that log in as the default user. The password is set once the
 // server is up because redistest probes it without logging in; the harness
 // connection, logged in before, stays so.
-func requireAuth(t *testing.T, srv server) rueidis.ClientOption {
+func requireAuth(t *testing.T, srv *redistest.Server) rueidis.ClientOption {
 	t.Helper()
 	for _, cmd := range [][]string{
 		{"ACL", "SETUSER", aclUser, "reset", "on", ">" + aclPW, "~*", "&*", "+@all"},

@@ -14,6 +14,8 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -46,9 +48,15 @@ const (
 
 // Server is one throwaway redis-server process. Safe for concurrent use.
 type Server struct {
-	bin    string   // "redis-server" or "redis-sentinel"
-	prefix []string // arguments before the options, e.g. a sentinel config file
-	args   []string // options after --port/--dir, kept for Restart
+	// CAFile is, for a server from StartTLS, the PEM file of the CA that
+	// signed its certificate: what a client must trust (redis-cli
+	// --cacert). Empty for a plain server.
+	CAFile string
+
+	roots  *x509.CertPool // StartTLS: CAFile's certificate; nil: plain TCP
+	bin    string         // "redis-server" or "redis-sentinel"
+	prefix []string       // arguments before the options, e.g. a sentinel config file
+	args   []string       // options after --port/--dir, kept for Restart
 	dir    string
 	port   int
 	log    string
@@ -85,11 +93,21 @@ func serverArgs(args []string) []string {
 // clusterBus also requires port+10000 to be free.
 func start(t testing.TB, bin string, prefix []string, dir string, clusterBus bool, args []string) *Server {
 	t.Helper()
+	return startServer(t, bin, prefix, dir, clusterBus, args, nil)
+}
+
+// startServer is start, with set (if not nil) filling in the Server
+// before its first launch.
+func startServer(t testing.TB, bin string, prefix []string, dir string, clusterBus bool, args []string, set func(*Server)) *Server {
+	t.Helper()
 	path, err := exec.LookPath(bin)
 	if err != nil {
 		t.Fatalf("redistest: %s not found: run `make test`, which installs it", bin)
 	}
 	s := &Server{bin: path, prefix: prefix, args: args, dir: dir, log: filepath.Join(dir, "redis.log")}
+	if set != nil {
+		set(s)
+	}
 	t.Cleanup(s.cleanup)
 	for attempt := 1; ; attempt++ {
 		s.port, err = freePort(clusterBus)
@@ -139,8 +157,12 @@ func (s *Server) launch() error {
 	if err != nil {
 		return err
 	}
+	portFlag := "--port"
+	if s.roots != nil {
+		portFlag = "--tls-port" // and --port 0 among the args: TLS only
+	}
 	argv := append(append([]string{}, s.prefix...),
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir, "--logfile", "")
+		portFlag, strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir, "--logfile", "")
 	argv = append(argv, s.args...)
 	// Not CommandContext: the process must outlive whatever context started
 	// it and die only when the test's cleanup (or Kill) says so.
@@ -165,7 +187,7 @@ func (s *Server) launch() error {
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 
-	if err := waitReady(s.Addr(), cmd.Process.Pid, done); err != nil {
+	if err := waitReady(s.Addr(), s.TLSConfig(), cmd.Process.Pid, done); err != nil {
 		s.kill()
 		return err
 	}
@@ -175,7 +197,7 @@ func (s *Server) launch() error {
 // waitReady polls until the process with pid answers PING on addr. Checking
 // the pid matters: if we lost the port race, someone else's server may be
 // the one answering.
-func waitReady(addr string, pid int, done <-chan struct{}) error {
+func waitReady(addr string, tc *tls.Config, pid int, done <-chan struct{}) error {
 	deadline := time.Now().Add(readyTimeout)
 	var last error
 	for time.Now().Before(deadline) {
@@ -184,7 +206,7 @@ func waitReady(addr string, pid int, done <-chan struct{}) error {
 			return fmt.Errorf("process exited during startup (last probe: %v)", last)
 		default:
 		}
-		if last = probe(addr, pid); last == nil {
+		if last = probe(addr, tc, pid); last == nil {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -193,9 +215,16 @@ func waitReady(addr string, pid int, done <-chan struct{}) error {
 }
 
 // probe speaks just enough RESP to send PING and INFO server on a raw
-// connection; a rueidis client would retry and hide the actual state.
-func probe(addr string, pid int) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// connection (over TLS with tc); a rueidis client would retry and hide the
+// actual state.
+func probe(addr string, tc *tls.Config, pid int) error {
+	var c net.Conn
+	var err error
+	if tc != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, tc)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, time.Second)
+	}
 	if err != nil {
 		return err
 	}
@@ -239,9 +268,19 @@ func (s *Server) Port() int { return s.port }
 // Dir returns the server's working directory (data files, log).
 func (s *Server) Dir() string { return s.dir }
 
-// Option returns client options pointing at this server, for code under test.
+// Option returns client options pointing at this server (over TLS,
+// trusting CAFile alone, for a server from StartTLS), for code under test.
 func (s *Server) Option() rueidis.ClientOption {
-	return rueidis.ClientOption{InitAddress: []string{s.Addr()}}
+	return rueidis.ClientOption{InitAddress: []string{s.Addr()}, TLSConfig: s.TLSConfig()}
+}
+
+// TLSConfig returns, for a server from StartTLS, a client configuration
+// that trusts CAFile alone; nil for a plain server.
+func (s *Server) TLSConfig() *tls.Config {
+	if s.roots == nil {
+		return nil
+	}
+	return &tls.Config{RootCAs: s.roots, MinVersion: tls.VersionTLS12}
 }
 
 // Kill sends SIGKILL and waits for the process to exit. Killing a server that
@@ -320,6 +359,7 @@ func (s *Server) harnessClient(t testing.TB) rueidis.Client {
 	if s.client == nil {
 		c, err := rueidis.NewClient(rueidis.ClientOption{
 			InitAddress:  []string{s.Addr()},
+			TLSConfig:    s.TLSConfig(),
 			DisableCache: true,
 			// Without this rueidis would probe for cluster mode and talk to
 			// the whole cluster instead of this node.
