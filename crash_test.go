@@ -2,6 +2,7 @@ package baton
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"testing"
@@ -14,6 +15,21 @@ import (
 // with lease (as a lock; with what "2" a permit of a semaphore of 2,
 // "elect" the leadership of that election) and returns once it holds it.
 func startHolder(t *testing.T, srv *redistest.Server, name string, lease time.Duration, what string) *exec.Cmd {
+	t.Helper()
+	cmd, out := startChild(t, srv, name, lease, what)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child: %q %v", line, err)
+	}
+	return cmd
+}
+
+// startChild starts a child process (runChild) that asks for name on srv
+// with lease (see startHolder for what), killed at cleanup, and returns
+// it with its stdout (it says "locked" once it holds the name).
+func startChild(t *testing.T, srv *redistest.Server, name string, lease time.Duration, what string) (*exec.Cmd, io.Reader) {
 	t.Helper()
 	spec := srv.Addr() + " " + name + " " + lease.String()
 	if what != "" {
@@ -28,13 +44,11 @@ func startHolder(t *testing.T, srv *redistest.Server, name string, lease time.Du
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "locked\n" {
+	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("child: %q %v", line, err)
-	}
-	return cmd
+	})
+	return cmd, out
 }
 
 // killAndWait kills the holder cmd once the waiter has queued (qb), and

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -1328,19 +1327,7 @@ func semHolderCount(t testing.TB, srv *redistest.Server, name string) int {
 // cleanup.
 func startQueuedChild(t *testing.T, srv *redistest.Server, name string, lease time.Duration, what string) *exec.Cmd {
 	t.Helper()
-	spec := srv.Addr() + " " + name + " " + lease.String()
-	if what != "" {
-		spec += " " + what
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+spec)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	cmd, _ := startChild(t, srv, name, lease, what)
 	return cmd
 }
 
