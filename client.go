@@ -19,6 +19,7 @@ import (
 
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/internal/keyspace"
+	"github.com/batonlock/baton/internal/script"
 	"github.com/redis/rueidis"
 )
 
@@ -108,6 +109,7 @@ func New(opt Options) (*Client, error) {
 	}
 	c.def = c.newSession(opt.LeaseTTL)
 	rctx, cancel := context.WithTimeout(c.bg, max(5*time.Second, opt.LeaseTTL))
+	script.Preload(rctx, c.cc) // best effort: a call loads what it misses
 	if c.register(rctx) != nil {
 		// Best effort (a read-only replica refuses it, and Lock will say
 		// why): the renewal loop tries again.

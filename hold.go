@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,7 +90,9 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	if n.r.sharded && n.sub != subReady {
 		mode = "0" // not listening for grants on this name: do not queue
 	}
-	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: h.deadline})
+	// The release may take until the key surely expires (h.redisBy, after
+	// the local deadline): a slow Redis answers late, not never.
+	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: maxTime(h.deadline, h.redisBy)})
 	return e, nil
 }
 
@@ -118,6 +121,10 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		n.dirty = &dirty{fence: req.fence, until: now.Add(n.r.lease)}
 	case h == nil:
 		// A stray grant: passed on, or not ours any more.
+	case errors.Is(callErr, ErrUnconfirmed) && req.mode == "0" && !now.Before(h.redisBy) && h.unsure.IsZero():
+		// Not confirmed in time, but the key has surely expired since
+		// (nothing of ours can have extended it): as good as released for
+		// the caller, as a release answered after the lease is.
 	case callErr != nil:
 		// Unknown outcome: the key expires within the lease, and a waiter
 		// that finds it still ours releases it first. A release that
