@@ -981,8 +981,8 @@ func TestIssue16Defect16SubscriptionsEnd(t *testing.T) {
 	t.Run("cluster grants", func(t *testing.T) {
 		t.Parallel()
 		cl := redistest.StartCluster(t, 3, 0)
-		h := newClientOpt(t, Options{Redis: cl.Option()})
-		w := newClientOpt(t, Options{Redis: cl.Option()})
+		h := newClientOn(t, Options{Redis: cl.Option()})
+		w := newClientOn(t, Options{Redis: cl.Option()})
 		ctx := ctxTimeout(t, 20*time.Second)
 		name := uniqueName(t)
 		lh, err := h.Lock(ctx, name)
@@ -1345,18 +1345,6 @@ func killChildren(t *testing.T, cmds ...*exec.Cmd) time.Time {
 		cmd.Wait()
 	}
 	return at
-}
-
-// newClientOpt returns a client with opt as given (Redis included), closed
-// at cleanup.
-func newClientOpt(t testing.TB, opt Options) *Client {
-	t.Helper()
-	c, err := New(opt)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // numSub runs PUBSUB <sub> ch (NUMSUB or SHARDNUMSUB) on srv and returns

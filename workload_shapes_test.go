@@ -101,26 +101,20 @@ func changeKeys(t *testing.T, ctx context.Context, srv *redistest.Server, seed u
 	ctl := checker.WorkloadControlFrom(ctx)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	names := ctl.Names()
-	for i := 1; ; i++ {
-		tm := time.NewTimer(150*time.Millisecond + time.Duration(rng.Int64N(int64(300*time.Millisecond))))
-		select {
-		case <-ctx.Done():
-			tm.Stop()
-			return
-		case <-tm.C:
-		}
-		if i%6 == 0 {
+	i := 0
+	atRandom(ctx, rng, 150*time.Millisecond, 300*time.Millisecond, func() {
+		if i++; i%6 == 0 {
 			end := ctl.Outside("FLUSHALL")
 			err := srv.Do(t, "FLUSHALL").Error()
 			end()
 			if err != nil {
 				t.Errorf("FLUSHALL: %v", err)
 			}
-			continue
+			return
 		}
 		name := heldName(t, srv, ctl, names, rng)
 		if name == "" {
-			continue
+			return
 		}
 		end := ctl.Outside("DEL", name)
 		err := srv.Do(t, "DEL", ctl.Key(name)).Error()
@@ -128,7 +122,7 @@ func changeKeys(t *testing.T, ctx context.Context, srv *redistest.Server, seed u
 		if err != nil {
 			t.Errorf("DEL %s: %v", ctl.Key(name), err)
 		}
-	}
+	})
 }
 
 // heldName looks at up to four random names and returns the first that is
@@ -166,18 +160,11 @@ func pauseWrites(t *testing.T, ctx context.Context, srv *redistest.Server, seed 
 	const pause = 50 * time.Millisecond
 	ctl := checker.WorkloadControlFrom(ctx)
 	rng := rand.New(rand.NewPCG(seed, 13))
-	for {
-		tm := time.NewTimer(100*time.Millisecond + time.Duration(rng.Int64N(int64(200*time.Millisecond))))
-		select {
-		case <-ctx.Done():
-			tm.Stop()
-			return
-		case <-tm.C:
-		}
+	atRandom(ctx, rng, 100*time.Millisecond, 200*time.Millisecond, func() {
 		end := ctl.Fault()
 		if err := srv.Do(t, "CLIENT", "PAUSE", "50", "WRITE").Error(); err != nil {
 			t.Errorf("CLIENT PAUSE: %v", err)
 		}
 		time.AfterFunc(pause, end) // the window ends with the pause
-	}
+	})
 }

@@ -178,14 +178,7 @@ func runWorkload(t *testing.T, sh workloadShape, d time.Duration, base, seed uin
 func killConnections(t *testing.T, ctx context.Context, srv *redistest.Server, seed uint64) {
 	ctl := checker.WorkloadControlFrom(ctx)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	for {
-		tm := time.NewTimer(300*time.Millisecond + time.Duration(rng.Int64N(int64(900*time.Millisecond))))
-		select {
-		case <-ctx.Done():
-			tm.Stop()
-			return
-		case <-tm.C:
-		}
+	atRandom(ctx, rng, 300*time.Millisecond, 900*time.Millisecond, func() {
 		end := ctl.Fault()
 		for _, typ := range []string{"normal", "pubsub"} {
 			if err := srv.Do(t, "CLIENT", "KILL", "TYPE", typ, "SKIPME", "yes").Error(); err != nil {
@@ -193,5 +186,20 @@ func killConnections(t *testing.T, ctx context.Context, srv *redistest.Server, s
 			}
 		}
 		end()
+	})
+}
+
+// atRandom calls fault at random intervals of min to min+spread until ctx
+// ends.
+func atRandom(ctx context.Context, rng *rand.Rand, min, spread time.Duration, fault func()) {
+	for {
+		tm := time.NewTimer(min + time.Duration(rng.Int64N(int64(spread))))
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return
+		case <-tm.C:
+		}
+		fault()
 	}
 }
