@@ -154,7 +154,7 @@ func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o rel
 	var lost error // a try whose reply was lost
 	for try := 1; ; try++ {
 		sent = time.Now()
-		res, _ := script.Run(ctx, rc, script.Pipe{}, c.Script, c.Keys, c.Args)
+		res, _ := script.Run(ctx, rc, script.Pipe{OptIn: req.track}, c.Script, c.Keys, c.Args)
 		o, err = releaseResult(res, req.owner, lost, n.id.kind.permit())
 		err = c.Script.Explain(err)
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {

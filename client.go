@@ -31,6 +31,8 @@ type Client struct {
 	cc             rueidis.Client // uncontended acquisitions and releases: no pushes, so an idle connection answers without rueidis's pipelining goroutines
 	prefix         string
 	cohort         int
+	cacheIdle      time.Duration // Options.CacheIdle
+	trackMax       int           // Options.TrackedHolds
 	id             string        // 128 random bits in hex: prefix of every member of this client
 	channel        string        // where release scripts announce grants to our sessions
 	viaC           string        // "C:<prefix>": tells release scripts to publish on the grantee's client channel
@@ -88,6 +90,8 @@ func New(opt Options) (*Client, error) {
 		replicas:       opt.MinReplicas,
 		replicaTimeout: opt.ReplicaTimeout,
 		cohort:         opt.CohortLimit,
+		cacheIdle:      opt.CacheIdle,
+		trackMax:       opt.TrackedHolds,
 		obs:            opt.Observer,
 		log:            opt.Logger,
 		id:             hex.EncodeToString(raw[:]),
@@ -300,6 +304,9 @@ func (c *Client) newSession(lease time.Duration) *Session {
 			sharded: c.sharded,
 			track:   c.trackHeld,
 			stats:   &c.stats,
+
+			cacheIdle: c.cacheIdle,
+			trackMax:  c.trackMax,
 		},
 		leaseMs:  strconv.FormatInt(lease.Milliseconds(), 10),
 		lingerMs: strconv.FormatInt((lease / 2).Milliseconds(), 10),

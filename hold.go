@@ -25,7 +25,11 @@ type hold struct {
 	checkAt  time.Time // renew it then (a new hold, a notice), besides the session's ticks; zero: not needed
 	redisBy  time.Time // the latest Redis may keep the key ours by what we read: each extension ran before we read its reply
 	unsure   time.Time // send time of the latest call on the hold whose outcome we do not know (a renewal or release with a lost reply)
-	lock     *Lock     // current local holder; nil while passing or releasing
+	lock     *Lock     // current local holder; nil while passing, releasing or cached
+	cachedTo time.Time // cached (unused since an Unlock) until then; zero: not cached
+	wasCache bool      // cached at least once: its renewals also say whether sessions are queued
+	tracked  bool      // Redis tracks the key for us (read by its renewals)
+	recalled bool      // another session asked for the name: released at its Unlock, not cached
 }
 
 // checkHold asks the renewal loop to renew the hold at at (or sooner),
@@ -47,10 +51,22 @@ func (n *name) checkHold(at time.Time, e *effects) {
 func (n *name) trackHold(now time.Time, e *effects) {
 	h := n.hold
 	at := h.deadline.Add(-n.r.lease / 3)
-	if n.r.track && !n.id.kind.permit() {
+	if n.tracks(h) {
 		at = minTime(at, now.Add(trackDelay))
 	}
 	n.checkHold(at, e)
+}
+
+// tracks reports whether Redis tracks h's key for us, or may start to:
+// at most TrackedHolds held keys per session are (a tracked key costs
+// Redis about ten times a renewal); the others' changes show at their
+// next renewal.
+func (n *name) tracks(h *hold) bool {
+	if !h.tracked && n.r.track && !n.id.kind.permit() && n.r.tracked < n.r.trackMax {
+		h.tracked = true
+		n.r.tracked++
+	}
+	return h.tracked
 }
 
 // unlock ends l and decides what becomes of its hold: passed to the next
@@ -74,6 +90,22 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 		n.handHead(h, h.passes, now, Handoff, &e)
 		return e, nil
 	}
+	if linger && n.r.cacheIdle > 0 && n.id.kind == lockKind {
+		hot := n.hot(h)
+		n.r.unlocked.note(n.name, now, n.r.cacheIdle)
+		switch {
+		case len(n.waiters) > 0 || !n.cacheable(h, now):
+		case h.wasCache:
+			// Kept by Redis's word before, watched since: cached as it is.
+			n.cache(now, &e)
+			return e, nil
+		case hot:
+			// Keep it, unless Redis shows it is not ours or someone is
+			// queued (released to them then); the reply caches it.
+			e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: "k", rc: true, track: n.tracks(h), until: maxTime(h.deadline, h.redisBy)})
+			return e, nil
+		}
+	}
 	mode := "0"
 	switch {
 	case n.r.closed:
@@ -94,6 +126,85 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	// the local deadline): a slow Redis answers late, not never.
 	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: maxTime(h.deadline, h.redisBy)})
 	return e, nil
+}
+
+// cacheable reports whether h, unlocked at now with nobody here waiting,
+// may stay cached: a lock (permits never pass locally), free when Redis
+// gave it (a hold that waited, or that another session asked for, has
+// company that would pay a recall), with room for another local token and
+// time before its deadline, on Redis Cluster only once recalls can reach
+// us (the name's grant channel is subscribed).
+func (n *name) cacheable(h *hold, now time.Time) bool {
+	return n.r.cacheIdle > 0 && n.id.kind == lockKind && !n.r.closed && !h.waited && !h.recalled && !h.suspect &&
+		h.passes+1 < 1<<tokenShift && h.deadline.Sub(now) > n.r.lease/3 &&
+		(!n.r.sharded || n.sub == subReady) && n.r.cached < maxCached && !n.recentlyRecalled(now)
+}
+
+// recentlyRecalled reports whether another session asked for the name in
+// the last lease/2: two sessions taking turns would pay a recall each
+// turn if either cached it.
+func (n *name) recentlyRecalled(now time.Time) bool {
+	at, ok := n.r.recalled.last(n.name)
+	return ok && now.Sub(at) < n.r.lease/2
+}
+
+// hot reports whether the session locked the name again within CacheIdle
+// of its last Unlock before h: only then is caching it worth a round
+// trip (a name locked once in a while would cost a release later, when
+// its cache time ends, on top of the one that caches it).
+func (n *name) hot(h *hold) bool {
+	at, ok := n.r.unlocked.last(n.name)
+	return ok && h.since.Sub(at) <= n.r.cacheIdle
+}
+
+// takeCached hands the cached hold to a caller of Lock or TryLock, under
+// the next local token, or returns nil when the name is not cached.
+func (n *name) takeCached(now time.Time) *Lock {
+	h := n.hold
+	if n.st != held || h.cachedTo.IsZero() || len(n.waiters) > 0 || n.r.closed {
+		return nil
+	}
+	n.uncache()
+	h.passes++
+	return n.newLock(h, h.passes, now, Cached)
+}
+
+// cache puts the held hold, unused, in the cache until CacheIdle from now.
+func (n *name) cache(now time.Time, e *effects) {
+	h := n.hold
+	h.cachedTo, h.wasCache = now.Add(n.r.cacheIdle), true
+	n.r.cached++
+	e.due(h.cachedTo)
+}
+
+// uncache ends the hold's stay in the cache, if cached.
+func (n *name) uncache() {
+	if h := n.hold; h != nil && !h.cachedTo.IsZero() {
+		h.cachedTo = time.Time{}
+		n.r.cached--
+	}
+}
+
+// recall applies another session asking for the name (a recall message,
+// or a renewal that found sessions queued): a cached hold is released to
+// it now, one in use at its Unlock, and the name is not cached again for
+// lease/2.
+func (n *name) recall(now time.Time) (e effects) {
+	n.r.noteRecall(n.name, now)
+	if n.st != held {
+		return e
+	}
+	n.hold.recalled = true
+	if n.hold.cachedTo.IsZero() {
+		return e
+	}
+	n.uncache()
+	return n.settle(now)
+}
+
+// noteRecall remembers at now that another session asked for lname.
+func (r *rules) noteRecall(lname string, now time.Time) {
+	r.recalled.note(lname, now, r.lease/2)
 }
 
 // releaseOutcome is the reply of a release call.
@@ -131,14 +242,18 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		// queues us or keeps the lock for our waiter may run late and
 		// extend the key by a lease.
 		var unsure time.Time
-		if req.mode != "0" {
+		if req.mode != "0" && mayHaveRun(callErr) {
+			unsure = sent
+		}
+		if req.mode == "1" || req.mode == "2" {
 			n.st, n.recheck = queued, time.Time{}
-			if mayHaveRun(callErr) {
-				unsure = sent
-			}
 		}
 		n.markDirty(now, h, unsure)
 		err = &opError{n.unlockOp(), callErr}
+		if req.mode == "k" {
+			// It may have kept the key for a lease: release it.
+			return e.merge(n.releaseStray(h.fence)), err
+		}
 	case o.code == -1 && o.lostReply != nil:
 		// Released by the try whose reply was lost (granted on), or taken
 		// over before it: not known, so neither nil nor ErrLockLost.
@@ -164,6 +279,21 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		n.st, n.entryAt = lingering, sent
 		n.linger = &span{sent.Add(n.r.lease/2 - n.r.margin), now.Add(n.r.lease/2 + n.r.margin)}
 		e.due(n.linger.to)
+	case o.code == 4:
+		// Kept (mode k): nobody was queued. It goes to a waiter that came
+		// meanwhile, else into the cache unless recalled meanwhile (then
+		// settle releases it).
+		h.deadline, h.redisBy = maxTime(h.deadline, sent.Add(n.r.lease-n.r.margin)), now.Add(n.r.lease)
+		h.wasCache = true
+		n.st, n.hold = held, h
+		switch {
+		case n.r.closed:
+		case len(n.waiters) > 0 && h.passes+1 < 1<<tokenShift:
+			h.passes++
+			n.handHead(h, h.passes, now, Cached, &e)
+		case len(n.waiters) == 0 && n.cacheable(h, now):
+			n.cache(now, &e)
+		}
 	case o.code == 2 && !now.Before(sent.Add(n.r.lease-n.r.margin)):
 		// Kept for our waiter, but answered after that lease could have
 		// run out: release it (if it is still ours); the head asks again.
@@ -201,11 +331,16 @@ func (n *name) renewed(owner string, r int64, sent, now time.Time, err error) (e
 			h.unsure = maxTime(h.unsure, sent) // it may still run, up to lateRun after
 		}
 		return e
-	case r == 1:
+	case r == 1 || r == 2:
 		// Replies of round trips in flight together may come in any order.
 		h.deadline = maxTime(h.deadline, sent.Add(n.r.lease-n.r.margin))
 		h.redisBy = maxTime(h.redisBy, now.Add(n.r.lease))
 		h.suspect = false
+		if r == 2 {
+			// Sessions are queued for a hold we cached: a recall we missed
+			// (a dropped connection, or dead entries ahead of theirs).
+			return n.recall(now)
+		}
 		return e
 	}
 	e = n.lose(now, "a renewal found the key expired, deleted or taken over", true)
@@ -227,6 +362,9 @@ func (n *name) tick(now time.Time) effects {
 	switch {
 	case n.st == held && !now.Before(n.hold.deadline):
 		return n.lose(now, "the lease ran out before a renewal was confirmed", false)
+	case n.st == held && !n.hold.cachedTo.IsZero() && !now.Before(n.hold.cachedTo):
+		n.uncache() // idle for CacheIdle: released
+		return n.settle(now)
 	case n.st == lingering && !now.Before(n.linger.to):
 		n.st, n.linger = idle, nil // Redis has dropped the entry: Close need not
 		return n.settle(now)
@@ -241,10 +379,15 @@ func (n *name) tick(now time.Time) effects {
 // expiry.
 func (n *name) due() time.Time {
 	switch {
-	case n.st == held && !n.hold.checkAt.IsZero():
-		return minTime(n.hold.deadline, n.hold.checkAt)
 	case n.st == held:
-		return n.hold.deadline
+		at := n.hold.deadline
+		if !n.hold.checkAt.IsZero() {
+			at = minTime(at, n.hold.checkAt)
+		}
+		if !n.hold.cachedTo.IsZero() {
+			at = minTime(at, n.hold.cachedTo)
+		}
+		return at
 	case n.st == lingering:
 		return n.linger.to
 	case n.st == idle && len(n.waiters) == 0 && n.dirty != nil:
@@ -294,6 +437,7 @@ const lateRun = 15 * time.Second
 // (and counts in Stats.Lost if its caller had it: losses signalled). proof says
 // that Redis showed the key is not ours: nothing of ours is left there.
 func (n *name) lose(now time.Time, cause string, proof bool) (e effects) {
+	n.uncache() // a cached hold is nobody's: its loss is signalled to no one
 	if l := n.hold.lock; l != nil {
 		n.end(l, fmt.Errorf("%w: %q: %s", ErrLockLost, truncate(n.name), cause), &e)
 		if l.given {
@@ -311,7 +455,10 @@ func (n *name) lose(now time.Time, cause string, proof bool) (e effects) {
 // Redis gave it to) and hands it to the head waiter.
 func (n *name) handHead(h *hold, pass int, now time.Time, how How, e *effects) {
 	w := n.waiters[0]
-	n.waiters = n.waiters[1:]
+	n.waiters[0] = nil // the backing array must not keep the waiter (and its channel) alive
+	if n.waiters = n.waiters[1:]; len(n.waiters) == 0 {
+		n.waiters = nil
+	}
 	w.lock = n.newLock(h, pass, now, how)
 	e.wake = append(e.wake, w)
 }

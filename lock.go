@@ -34,6 +34,8 @@ func (l *Lock) give() {
 		st.handoffs.Add(1)
 	case Granted:
 		st.granted.Add(1)
+	case Cached:
+		st.cached.Add(1)
 	}
 }
 
@@ -109,6 +111,12 @@ func (l *Lock) Err() error {
 // released expires with it), with pauses between tries after passing
 // failures. A release sent within the lease that reaches Redis only after
 // the key expired counts as done: the caller had stopped using the lock.
+//
+// A lock the session caches (Options.CacheIdle) is kept instead: the first
+// such Unlock asks Redis whether the key is still ours and nobody is
+// queued, later ones of the same hold return at once, and a loss Redis had
+// not told the session of yet (it hears through tracking, or its next
+// renewal) is then not reported.
 func (l *Lock) Unlock(ctx context.Context) error {
 	s, n := l.n.s, l.n
 	now := time.Now()

@@ -156,7 +156,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 // any lease.
 func TestTokensRiseAfterRollback(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv, Options{})
+	c := newClient(t, srv, Options{CacheIdle: -1}) // each TryLock asks Redis
 	ctx := ctxTimeout(t, 30*time.Second)
 	name := uniqueName(t)
 	key := "baton:{" + name + "}"

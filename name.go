@@ -2,6 +2,7 @@ package baton
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -50,7 +51,47 @@ type rules struct {
 	track   bool          // Redis tracks held keys for us: a change of one is checked at once
 	closed  bool          // the session is closed
 	stats   *counters
+
+	trackMax  int           // Options.TrackedHolds: how many held keys Redis may track for the session
+	tracked   int           // held keys tracked, counted at the renewal loop's last pass (a bound: ended holds may still count)
+	cacheIdle time.Duration // Options.CacheIdle: how long an unlocked hold stays cached (<= 0: never)
+	cached    int           // holds cached now
+	recalled  recent        // names another session asked for (kept lease/2)
+	unlocked  recent        // names unlocked, when last (kept CacheIdle)
 }
+
+// recent remembers when each of a set of names last saw some event, for
+// a while: entries older than that go once the map has doubled.
+type recent struct {
+	at   map[string]time.Time
+	size int // after the last pruning
+}
+
+// note records lname's event at now, keeping events for keep.
+func (r *recent) note(lname string, now time.Time, keep time.Duration) {
+	if r.at == nil {
+		r.at = make(map[string]time.Time)
+	}
+	if len(r.at) >= max(64, 2*r.size) {
+		for k, at := range r.at {
+			if now.Sub(at) >= keep {
+				delete(r.at, k)
+			}
+		}
+		r.size = len(r.at)
+	}
+	r.at[lname] = now
+}
+
+// last returns when lname's event was last noted, if it was.
+func (r *recent) last(lname string) (time.Time, bool) {
+	at, ok := r.at[lname]
+	return at, ok
+}
+
+// maxCached bounds the holds a session keeps cached, so that what an idle
+// or crashed process holds for nothing stays small.
+const maxCached = 1024
 
 // kind says what a machine stands for.
 type kind uint8
@@ -186,8 +227,18 @@ func (n *name) poll(w *waiter, now time.Time) (l *Lock, req *request, at time.Ti
 	return nil, n.start(acquiring, request{kind: acquireCall, queue: queue, track: w.tries > 1, from: n.st}), time.Time{}, nil
 }
 
-// try starts TryLock's single attempt, or says why it cannot.
-func (n *name) try() (*request, error) {
+// try is TryLock at now: the cached hold, if any, else its single
+// attempt, or why it cannot make one.
+func (n *name) try(now time.Time) (*Lock, *request, error) {
+	if l := n.takeCached(now); l != nil {
+		return l, nil, nil
+	}
+	req, err := n.tryCall()
+	return nil, req, err
+}
+
+// tryCall starts TryLock's single attempt, or says why it cannot.
+func (n *name) tryCall() (*request, error) {
 	if n.st != idle || len(n.waiters) > 0 || n.r.closed {
 		if n.r.closed {
 			return nil, ErrClosed
@@ -329,7 +380,9 @@ func (n *name) cancel(w *waiter, now time.Time) (e effects) {
 	}
 	for i, x := range n.waiters {
 		if x == w {
-			n.waiters = append(n.waiters[:i], n.waiters[i+1:]...)
+			if n.waiters = slices.Delete(n.waiters, i, i+1); len(n.waiters) == 0 {
+				n.waiters = nil // slices.Delete cleared the vacated slot
+			}
 			if i == 0 {
 				e.wakeHead(n)
 			}
@@ -454,12 +507,15 @@ func (n *name) settle(now time.Time) (e effects) {
 	}
 	switch {
 	case n.st == held && n.r.closed:
+		n.uncache()
 		if l := n.hold.lock; l != nil {
 			n.end(l, ErrClosed, &e)
 		}
 		e.call = n.start(releasing, request{kind: releaseCall, owner: n.hold.owner, mode: "0", until: n.hold.deadline})
+	case n.st == held && !n.hold.cachedTo.IsZero():
+		// Cached: kept until CacheIdle ends, a recall, or a Lock takes it.
 	case n.st == held && n.hold.lock == nil:
-		// Kept for a waiter that has gone since.
+		// Kept for a waiter that has gone since, or cached until now.
 		e.call = n.start(releasing, request{kind: releaseCall, owner: n.hold.owner, mode: "0", until: n.hold.deadline})
 	case n.st == held:
 	case len(n.waiters) > 0 && !n.r.closed:

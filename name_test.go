@@ -69,20 +69,29 @@ type sim struct {
 	// asleep is, per waiter, until when its goroutine sleeps: the time its
 	// last turn returned (never: zero time at maxTime), until a wake-up.
 	asleep map[*waiter]time.Time
+	// maxWaiters bounds the session's Lock calls waiting at once: with 1,
+	// most Unlocks find nobody waiting, which caching needs.
+	maxWaiters int
 }
 
 // never is a sleep without a timer.
 var never = time.Unix(1<<40, 0)
 
 func newSim(t *testing.T, seed uint64, cohort int) *sim {
-	r := &rules{member: "us", lease: simLease, margin: simLease/30 + 10*time.Millisecond, cohort: cohort, track: true}
+	r := &rules{member: "us", lease: simLease, margin: simLease/30 + 10*time.Millisecond, cohort: cohort, track: true, trackMax: 1000}
+	if seed%2 == 0 {
+		r.cacheIdle = 80 * time.Millisecond // half the walks cache unlocked holds
+	}
 	return newSimOn(t, seed, r, nameID{name: "n"})
 }
 
 // newSimOn is a sim of machine id of the session whose rules are r.
 func newSimOn(t *testing.T, seed uint64, r *rules, id nameID) *sim {
 	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15^uint64(id.kind)<<8^uint64(id.slot))), now: time.Unix(1e9, 0),
-		counted: map[*Lock]bool{}, seed: seed, id: id, asleep: map[*waiter]time.Time{}}
+		counted: map[*Lock]bool{}, seed: seed, id: id, asleep: map[*waiter]time.Time{}, maxWaiters: 4}
+	if seed%4 == 0 {
+		s.maxWaiters = 1
+	}
 	if r.stats == nil {
 		r.stats = &s.stats
 	}
@@ -230,6 +239,9 @@ func (s *sim) runCall(req *request, ran bool) (a attempt, o releaseOutcome, fenc
 			return a, releaseOutcome{code: -1}, 0
 		}
 		switch {
+		case req.mode == "k" && k.others == 0:
+			k.expiry = s.sent.Add(simLease)
+			return a, releaseOutcome{code: 4}, 0
 		case req.mode == "1" && k.others == 0:
 			k.fence++
 			k.expiry = s.sent.Add(simLease)
@@ -314,14 +326,8 @@ func (s *sim) reply() {
 func (s *sim) step() {
 	n := s.n
 	switch s.rng.IntN(16) {
-	case 0, 1: // a Lock call
-		if len(s.waiters) < 4 && !n.r.closed {
-			w := &waiter{wake: make(chan struct{}, 1)}
-			s.waiters = append(s.waiters, w)
-			s.asleep[w] = s.now // Lock polls right after joining
-			s.logf("join")
-			s.apply(n.join(w, s.now))
-		}
+	case 0, 1:
+		s.lockCall()
 	case 2, 3: // the head's turn
 		if len(s.waiters) > 0 {
 			w := s.waiters[s.rng.IntN(len(s.waiters))]
@@ -343,7 +349,11 @@ func (s *sim) step() {
 				s.apply(effects{call: req})
 			}
 		} else if s.call == nil && s.rng.IntN(4) == 0 && !n.r.closed {
-			if req, err := n.try(); err == nil {
+			switch l, req, err := n.try(s.now); {
+			case l != nil:
+				s.logf("try: cached token %d", l.token)
+				s.gotLock(l)
+			case err == nil:
 				s.logf("try seq %d", req.seq)
 				s.apply(effects{call: req})
 			}
@@ -360,6 +370,9 @@ func (s *sim) step() {
 			s.logf("unlock token %d", l.token)
 			e, _ := n.unlock(l, s.now, s.rng.IntN(2) == 0)
 			s.apply(e)
+			if s.rng.IntN(2) == 0 {
+				s.lockCall() // the same goroutine locks the name again
+			}
 		}
 	case 8: // a waiter gives up
 		if len(s.waiters) > 0 {
@@ -378,6 +391,11 @@ func (s *sim) step() {
 			s.freeOrPass(false)
 		default:
 			k.others = min(k.others+1, 3)
+			if k.owner == "us" && s.rng.IntN(4) == 0 {
+				// Its acquire recalls our cached hold (or the message is lost).
+				s.logf("recall")
+				s.apply(n.recall(s.now))
+			}
 		}
 	case 10: // grant messages: on time, or a stale one again
 		if len(s.msgs) > 0 && !s.msgs[0].deliver.After(s.now) {
@@ -411,7 +429,10 @@ func (s *sim) step() {
 			}
 			s.logf("renewed %v", ok)
 			r := int64(0)
-			if ok {
+			switch {
+			case ok && n.hold.wasCache && s.key.others > 0:
+				r = 2 // renewed, and sessions are queued
+			case ok:
 				r = 1
 			}
 			s.apply(n.renewed(n.hold.owner, r, s.now, s.now, nil))
@@ -435,6 +456,21 @@ func (s *sim) step() {
 		}
 	}
 	s.check()
+}
+
+// lockCall is a Lock call: it takes the cached hold, or joins the FIFO.
+func (s *sim) lockCall() {
+	n := s.n
+	if l := n.takeCached(s.now); l != nil {
+		s.logf("take cached token %d", l.token)
+		s.gotLock(l)
+	} else if len(s.waiters) < s.maxWaiters && !n.r.closed {
+		w := &waiter{wake: make(chan struct{}, 1)}
+		s.waiters = append(s.waiters, w)
+		s.asleep[w] = s.now // Lock polls right after joining
+		s.logf("join")
+		s.apply(n.join(w, s.now))
+	}
 }
 
 // head returns the machine's head waiter, if the sim still counts it.
@@ -560,17 +596,19 @@ func TestNameMachine(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("BATON_MACHINE_SEEDS")); err == nil {
 		seeds = v
 	}
-	var acquired, granted, handoffs uint64
+	var acquired, granted, handoffs, cached uint64
 	for seed := range uint64(seeds) {
 		for _, cohort := range []int{1, 8} {
 			s := newSim(t, seed, cohort)
 			for range steps {
 				s.step()
+				checkCached(s)
 			}
 			s.close()
 			acquired += s.stats.acquired.Load()
 			granted += s.stats.granted.Load()
 			handoffs += s.stats.handoffs.Load()
+			cached += s.stats.cached.Load()
 		}
 	}
 	var sessAcq, sessGranted uint64
@@ -584,10 +622,28 @@ func TestNameMachine(t *testing.T) {
 	}
 	t.Logf("sessions of several machines: acquired %d, granted %d", sessAcq, sessGranted)
 	// The walk must reach the paths it is for.
-	if acquired == 0 || granted == 0 || handoffs == 0 {
-		t.Fatalf("acquired %d, granted %d, handed off %d", acquired, granted, handoffs)
+	if acquired == 0 || granted == 0 || handoffs == 0 || cached == 0 {
+		t.Fatalf("acquired %d, granted %d, handed off %d, from the cache %d", acquired, granted, handoffs, cached)
 	}
-	t.Logf("acquired %d, granted %d, handed off locally %d", acquired, granted, handoffs)
+	t.Logf("acquired %d, granted %d, handed off locally %d, from the cache %d", acquired, granted, handoffs, cached)
+}
+
+// checkCached checks the session's count of cached holds (which bounds
+// them) against the machines of sims, which share the session's rules,
+// and that only locks are cached.
+func checkCached(sims ...*sim) {
+	k := 0
+	for _, s := range sims {
+		if n := s.n; n.st == held && !n.hold.cachedTo.IsZero() {
+			k++
+			if n.id.kind != lockKind || n.hold.lock != nil {
+				s.fail("cached: a %v machine, lock %v", n.id.kind, n.hold.lock)
+			}
+		}
+	}
+	if r := sims[0].n.r; r.cached != k {
+		sims[0].fail("%d holds cached, the session counts %d", k, r.cached)
+	}
 }
 
 // runSession walks several machines of one session at once, as Session
@@ -595,7 +651,7 @@ func TestNameMachine(t *testing.T) {
 // slot of an election, each against its own model in Redis, sharing the
 // session's rules (Close) and the clock. It returns the session's counters.
 func runSession(t *testing.T, seed uint64, cohort, steps int) *counters {
-	r := &rules{member: "us", lease: simLease, margin: simLease/30 + 10*time.Millisecond, cohort: cohort, track: true}
+	r := &rules{member: "us", lease: simLease, margin: simLease/30 + 10*time.Millisecond, cohort: cohort, track: true, trackMax: 1000, cacheIdle: 80 * time.Millisecond}
 	var sims []*sim
 	for _, id := range []nameID{{name: "n"}, {name: "m", kind: semKind}, {name: "m", kind: semKind, slot: 1}, {name: "e", kind: electKind}} {
 		sims = append(sims, newSimOn(t, seed, r, id))
@@ -610,6 +666,7 @@ func runSession(t *testing.T, seed uint64, cohort, steps int) *counters {
 			}
 			o.check()
 		}
+		checkCached(sims...)
 	}
 	for _, s := range sims {
 		s.close()

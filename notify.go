@@ -11,7 +11,8 @@ import (
 )
 
 // A grant message, published by release scripts on the grantee's client
-// channel, reads "<fence> <member> <name>"; the member of a semaphore's
+// channel, reads "<fence> <member> <name>" (fence 0: a recall of a cached
+// lock, sent by another session's acquire); the member of a semaphore's
 // permit slot is "<session member>.<slot>", of an election's campaign
 // slot "<session member>.e<slot>".
 func (c *Client) onMessage(m rueidis.PubSubMessage) {
@@ -36,6 +37,13 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 		smember, id.slot = sm, k
 	}
 	s := c.session(smember)
+	if fence == 0 {
+		// A recall: another session asks for a lock we may keep cached.
+		if s != nil && id.kind == lockKind {
+			s.recallName(lname, read)
+		}
+		return
+	}
 	if s == nil {
 		// A session of ours that has closed: pass the lock on.
 		c.spawn(func(ctx context.Context) {
@@ -65,6 +73,20 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 	if req != nil {
 		s.background(n, req)
 	}
+}
+
+// recallName applies a recall of lname read at read: to its machine, if
+// any, else it is remembered (an Unlock soon after does not cache it).
+func (s *Session) recallName(lname string, read time.Time) {
+	var a after
+	s.mu.Lock()
+	if n := s.names[nameID{name: lname}]; n != nil {
+		a.add(s, n, n.recall(read))
+	} else {
+		s.noteRecall(lname, read)
+	}
+	s.mu.Unlock()
+	a.do(s)
 }
 
 // onInvalidations is rueidis's tracking callback. A key we read while

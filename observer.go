@@ -90,9 +90,13 @@ const (
 	// Granted: another session's release granted it to this session,
 	// which was queued for it.
 	Granted
+	// Cached: taken from the session's cache without Redis: the session
+	// had unlocked it and kept it, unused, as nobody else asked for it
+	// (see Options.CacheIdle).
+	Cached
 )
 
-var howNames = [...]string{"", "free", "handoff", "granted"}
+var howNames = [...]string{"", "free", "handoff", "granted", "cached"}
 
 func (h How) String() string {
 	if int(h) < len(howNames) && h != 0 {
@@ -226,6 +230,7 @@ type Stats struct {
 	Acquired      uint64 // locks returned by Lock and TryLock, by any path
 	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
 	Granted       uint64 // of those, granted by another session's release
+	Cached        uint64 // of those, taken from the session's cache without Redis (Options.CacheIdle)
 	Waits         uint64 // Lock calls that waited before they got the lock (Waiting events that ended in Acquired)
 	Timeouts      uint64 // Lock calls that gave up because ctx ended
 	Lost          uint64 // losses signalled to callers: held locks lost before Unlock (Done closed), or whose Unlock returned ErrLockLost
@@ -234,7 +239,7 @@ type Stats struct {
 }
 
 type counters struct {
-	acquired, handoffs, granted, waits, timeouts, lost, renewErrs atomic.Uint64
+	acquired, handoffs, granted, cached, waits, timeouts, lost, renewErrs atomic.Uint64
 }
 
 // Stats returns the client's counters and the number of locks held now.
@@ -243,6 +248,7 @@ func (c *Client) Stats() Stats {
 		Acquired:      c.stats.acquired.Load(),
 		LocalHandoffs: c.stats.handoffs.Load(),
 		Granted:       c.stats.granted.Load(),
+		Cached:        c.stats.cached.Load(),
 		Waits:         c.stats.waits.Load(),
 		Timeouts:      c.stats.timeouts.Load(),
 		Lost:          c.stats.lost.Load(),

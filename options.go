@@ -13,9 +13,11 @@ import (
 
 // Defaults and limits of Options.
 const (
-	DefaultKeyPrefix   = "baton"
-	DefaultLeaseTTL    = 10 * time.Second
-	DefaultCohortLimit = 8
+	DefaultKeyPrefix    = "baton"
+	DefaultLeaseTTL     = 10 * time.Second
+	DefaultCohortLimit  = 8
+	DefaultCacheIdle    = 50 * time.Millisecond
+	DefaultTrackedHolds = 1000
 	// MinLeaseTTL is the shortest lease accepted: renewal runs every
 	// LeaseTTL/3 and needs a few round trips of slack.
 	MinLeaseTTL = 100 * time.Millisecond
@@ -52,6 +54,21 @@ type Options struct {
 	// session if there is one. Default 8; 1 disables local hand-offs.
 	CohortLimit int
 
+	// CacheIdle is how long a session keeps a lock cached after Unlock:
+	// the key stays the session's in Redis (renewed with its held locks),
+	// so that the session's next Lock or TryLock of the name takes it
+	// without a round trip, with a fencing token above the last. Another
+	// session that asks for the name recalls it (one message), and the
+	// cached lock is released to it at once; a lock in use when recalled
+	// is released at its Unlock. Only a lock that was free when acquired
+	// is cached, not one recalled in the last LeaseTTL/2, at most 1024
+	// names per session, and never on Redis Cluster until the name's grant
+	// channel is subscribed (it was contended in this session). The cost:
+	// a process that crashes with cached locks leaves them held until
+	// their lease runs out, as with held locks, and the first other
+	// session to ask pays a recall. Default 50ms; negative: no caching.
+	CacheIdle time.Duration
+
 	// MinReplicas, when above zero, makes every acquisition and renewal
 	// wait (WAIT) until that many replicas have the write. An acquisition
 	// they do not confirm within ReplicaTimeout is undone and fails with
@@ -74,6 +91,12 @@ type Options struct {
 	// client-side caching (RESP3) and is off on Redis Cluster and with
 	// MinReplicas.
 	DisableHeldTracking bool
+
+	// TrackedHolds bounds how many held keys Redis tracks per session
+	// (see DisableHeldTracking): holding 10,000 locks all tracked costs
+	// Redis about half a core. Holds beyond it hear of an outside change
+	// at their next renewal. Default 1000.
+	TrackedHolds int
 
 	// Observer, if set, is told of every lock event (acquisitions, waits,
 	// releases, losses, renewal failures, re-checks); see Observer for its
@@ -119,6 +142,15 @@ func (opt *Options) fill() error {
 		opt.CohortLimit = DefaultCohortLimit
 	case opt.CohortLimit < 0 || opt.CohortLimit > 1024:
 		return fmt.Errorf("%w: CohortLimit %d out of range [1, 1024]", ErrInvalidOptions, opt.CohortLimit)
+	}
+	switch {
+	case opt.TrackedHolds == 0:
+		opt.TrackedHolds = DefaultTrackedHolds
+	case opt.TrackedHolds < 0:
+		return fmt.Errorf("%w: TrackedHolds %d is negative", ErrInvalidOptions, opt.TrackedHolds)
+	}
+	if opt.CacheIdle == 0 {
+		opt.CacheIdle = DefaultCacheIdle
 	}
 	switch {
 	case opt.MinReplicas < 0:

@@ -26,6 +26,8 @@ type renewal struct {
 	n     *name
 	owner string    // the hold's owner token when the batch was built; "" for a queue entry
 	until time.Time // after this the reply is of no use
+	track bool      // a held key: have Redis track it for us
+	queue bool      // a held key: also say whether sessions are queued for it (a hold we cached)
 }
 
 // renewLoop is the client's one renewal loop and its timer queue. Every
@@ -160,6 +162,12 @@ func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) 
 		}
 		isDue := send && !now.Before(s.nextRenew)
 		k := len(batch)
+		s.tracked = 0
+		for _, n := range s.names {
+			if n.st == held && n.hold.tracked {
+				s.tracked++
+			}
+		}
 		for _, n := range s.names {
 			a.add(s, n, n.tick(now))
 			if r, ok := n.renewal(now, isDue, send); ok {
@@ -190,7 +198,8 @@ func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) 
 	b.lateAt = b.sent.Add(tick)
 	calls := make([]script.Call, len(b.groups))
 	for i, g := range b.groups {
-		calls[i] = renewCall(g, c.trackHeld)
+		calls[i] = renewCall(g)
+		calls[i].Track = g[0].track
 	}
 	go func() {
 		defer cancel()
@@ -210,8 +219,9 @@ func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) 
 func (n *name) renewal(now time.Time, tick, send bool) (renewal, bool) {
 	switch {
 	case n.st == held && (tick || send && !n.hold.checkAt.IsZero() && !now.Add(checkSlack).Before(n.hold.checkAt)):
-		n.hold.checkAt = time.Time{}
-		return renewal{s: n.s, n: n, owner: n.hold.owner, until: now.Add(n.r.lease - n.r.margin)}, true
+		h := n.hold
+		h.checkAt = time.Time{}
+		return renewal{s: n.s, n: n, owner: h.owner, until: now.Add(n.r.lease - n.r.margin), track: n.tracks(h), queue: h.wasCache}, true
 	case tick && n.st == queued && len(n.waiters) > 0:
 		return renewal{s: n.s, n: n, until: now.Add(n.r.lease / 2)}, true
 	}
@@ -300,7 +310,7 @@ func (c *Client) renewFailed(s *Session, err error, names int) {
 // reports a call that its replicas did not acknowledge.
 func (c *Client) renewSend(ctx context.Context, calls []script.Call) ([]rueidis.RedisResult, []bool) {
 	unconfirmed := make([]bool, len(calls))
-	p := script.Pipe{OptIn: c.trackHeld, Replicas: c.replicas, Timeout: c.replicaTimeout}
+	p := script.Pipe{Replicas: c.replicas, Timeout: c.replicaTimeout}
 	if c.replicas == 0 {
 		res, _ := script.RunMulti(ctx, c.rc, p, calls...)
 		return res, unconfirmed
@@ -330,9 +340,24 @@ func (c *Client) renewSend(ctx context.Context, calls []script.Call) ([]rueidis.
 }
 
 // group splits a batch into script calls: per hash slot on Redis Cluster,
-// else in chunks of maxBatch.
+// else in chunks of maxBatch, tracked held keys apart (their calls ask
+// Redis to track what they read; the others' reads must not be tracked).
 func (c *Client) group(batch []renewal) [][]renewal {
 	var out [][]renewal
+	if c.trackHeld {
+		var tracked []renewal
+		batch = slices.Clone(batch)
+		batch = slices.DeleteFunc(batch, func(r renewal) bool {
+			if r.track {
+				tracked = append(tracked, r)
+			}
+			return r.track
+		})
+		out = chunks(tracked)
+		if len(batch) == 0 {
+			return out
+		}
+	}
 	if c.rc.Mode() == rueidis.ClientModeCluster {
 		idx := make(map[uint16]int)
 		for _, r := range batch {
@@ -347,22 +372,27 @@ func (c *Client) group(batch []renewal) [][]renewal {
 		}
 		return out
 	}
+	return append(out, chunks(batch)...)
+}
+
+// chunks splits batch into groups of at most maxBatch.
+func chunks(batch []renewal) [][]renewal {
+	var out [][]renewal
 	for len(batch) > maxBatch {
 		out = append(out, batch[:maxBatch])
 		batch = batch[maxBatch:]
 	}
-	return append(out, batch)
+	if len(batch) > 0 {
+		out = append(out, batch)
+	}
+	return out
 }
 
-// renewCall is the renewal script call for g. With track, held keys are
-// read again after their lease is extended: Redis stops tracking a key
-// when our own write changes it (NOLOOP only spares us the message), and
-// the read tracks it until the next renewal.
-func renewCall(g []renewal, track bool) script.Call {
-	kind := "h"
-	if track {
-		kind = "H"
-	}
+// renewCall is the renewal script call for g. Tracked held keys are read
+// again after their lease is extended: Redis stops tracking a key when our
+// own write changes it (NOLOOP only spares us the message), and the read
+// tracks it until the next renewal.
+func renewCall(g []renewal) script.Call {
 	keys := make([]string, 0, 2*len(g))
 	args := make([]string, 0, 3*len(g))
 	for _, r := range g {
@@ -373,13 +403,23 @@ func renewCall(g []renewal, track bool) script.Call {
 			args = append(args, "p", r.owner, lease)
 		case r.owner != "":
 			keys = append(keys, r.n.keys.lock)
-			args = append(args, kind, r.owner, lease)
+			args = append(args, holdKinds[b2i(r.queue)<<1|b2i(r.track)], r.owner, lease)
 		default:
 			keys = append(keys, r.n.keys.queue, r.n.keys.dead)
 			args = append(args, "w", r.n.member, lease)
 		}
 	}
 	return script.Call{Script: script.Renew, Keys: keys, Args: args}
+}
+
+// holdKinds are renew.lua's kinds of held key, by queue<<1 | track.
+var holdKinds = [4]string{"h", "H", "c", "C"}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -221,6 +221,11 @@ func (s *Session) lockOn(ctx context.Context, pick func() (*name, error)) (*Lock
 		s.mu.Unlock()
 		return nil, nil, err
 	}
+	if l := n.takeCached(time.Now()); l != nil {
+		l.give()
+		s.mu.Unlock()
+		return l, nil, nil
+	}
 	w := &waiter{wake: make(chan struct{}, 1)}
 	// Behind other waiters, or on a name in use: it waits, whether or not
 	// its goroutine gets to sleep before its turn comes.
@@ -242,21 +247,27 @@ func (s *Session) tryOn(ctx context.Context, pick func() (*name, error)) (*Lock,
 		s.mu.Lock()
 		n, err := s.pickLocked(pick)
 		var (
+			l   *Lock
 			req *request
 			w   *waiter
 		)
 		if err == nil {
-			req, err = n.try()
+			l, req, err = n.try(time.Now())
 			if err != nil && (n.st == leaving || n.st == releasing) && len(n.waiters) == 0 {
 				w, err = &waiter{wake: make(chan struct{}, 1)}, nil
 				e := n.join(w, time.Now())
 				s.afterLocked(n, &e) // join makes no call
 			}
 		}
+		if l != nil {
+			l.give()
+		}
 		s.mu.Unlock()
 		switch {
 		case err != nil:
 			return nil, err
+		case l != nil:
+			return l, nil
 		case w == nil:
 			return s.tryLock(ctx, n, req)
 		}

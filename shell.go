@@ -33,11 +33,11 @@ type request struct {
 	try   bool   // acquire: TryLock's attempt, whose lock goes to its caller
 	left  bool   // acquire: TryLock's caller has gone: release what the call takes
 	queue bool   // acquire: join the Redis queue when busy
-	track bool   // acquire: have Redis track the key for us
+	track bool   // acquire, and release mode "k": have Redis track the key for us
 	from  state  // acquire: the state it was sent from
 	owner string // release: the owner token
 	fence uint64 // release of a stray grant: its fence
-	mode  string // release: "0" release, "1" keep or requeue for our waiters, "2" linger
+	mode  string // release: "0" release, "1" keep or requeue for our waiters, "2" linger, "k" keep to cache when nobody is queued
 	rc    bool   // release: contended, so on the tracking client, whose writes (NOLOOP) do not wake our waiters
 	value string // election: the campaign's value as the machine knew it when the call started
 	until time.Time

@@ -251,7 +251,7 @@ func newProcessPage(v processJSON, info *pageInfo) processPage {
 		v uint64
 	}{
 		{"acquired", st.Acquired}, {"local_handoffs", st.LocalHandoffs}, {"granted", st.Granted},
-		{"waits", st.Waits}, {"timeouts", st.Timeouts}, {"lost", st.Lost},
+		{"cached", st.Cached}, {"waits", st.Waits}, {"timeouts", st.Timeouts}, {"lost", st.Lost},
 		{"renewal_errors", st.RenewalErrors}, {"held", uint64(st.Held)},
 	} {
 		p.Stats = append(p.Stats, statRow{Name: r.k, Value: strconv.FormatUint(r.v, 10)})

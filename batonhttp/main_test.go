@@ -138,6 +138,7 @@ type (
 		Acquired      uint64 `json:"acquired"`
 		LocalHandoffs uint64 `json:"local_handoffs"`
 		Granted       uint64 `json:"granted"`
+		Cached        uint64 `json:"cached"`
 		Waits         uint64 `json:"waits"`
 		Timeouts      uint64 `json:"timeouts"`
 		Lost          uint64 `json:"lost"`

@@ -51,6 +51,7 @@ type statsJSON struct {
 	Acquired      uint64 `json:"acquired"`
 	LocalHandoffs uint64 `json:"local_handoffs"`
 	Granted       uint64 `json:"granted"`
+	Cached        uint64 `json:"cached"`
 	Waits         uint64 `json:"waits"`
 	Timeouts      uint64 `json:"timeouts"`
 	Lost          uint64 `json:"lost"`
@@ -107,6 +108,7 @@ func statsView(st baton.Stats) statsJSON {
 		Acquired:      st.Acquired,
 		LocalHandoffs: st.LocalHandoffs,
 		Granted:       st.Granted,
+		Cached:        st.Cached,
 		Waits:         st.Waits,
 		Timeouts:      st.Timeouts,
 		Lost:          st.Lost,

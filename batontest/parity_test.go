@@ -182,7 +182,10 @@ func do(t *testing.T, b backend) (facts []string) {
 func fencingTokens(t *testing.T, b backend) (facts []string) {
 	ctx := ctxBound(t)
 	w := newWatcher()
-	cs := []*baton.Client{b.client(t, baton.Options{Observer: w}), b.client(t, baton.Options{})}
+	// Caching off: a session that locks a name twice in a row would keep
+	// it, and the other client's TryLock would find it busy (see
+	// Options.CacheIdle).
+	cs := []*baton.Client{b.client(t, baton.Options{Observer: w, CacheIdle: -1}), b.client(t, baton.Options{CacheIdle: -1})}
 	var tokens []uint64
 	for i := range 29 {
 		c := cs[i%2]

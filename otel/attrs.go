@@ -62,8 +62,8 @@ const (
 
 var endingNames = [nEndings]string{"released", "closed", "lost"}
 
-// nHows covers baton.How values 0 (unknown) to 3 (Granted).
-const nHows = 4
+// nHows covers baton.How values 0 (unknown) to 4 (Cached).
+const nHows = int(baton.Cached) + 1
 
 func howIndex(h baton.How) int {
 	if int(h) < nHows {

@@ -201,7 +201,7 @@ func (c *Collector) series(p baton.Primitive, name string) *series {
 // howCounter returns the acquisitions counter of h; a How that baton does
 // not define (it never sends one) counts as "unknown".
 func (c *Collector) howCounter(s *series, h baton.How) prometheus.Counter {
-	if h >= baton.Free && h <= baton.Granted {
+	if h >= baton.Free && h <= baton.Cached {
 		return s.how[h]
 	}
 	return c.acquired.WithLabelValues(append([]string{s.prim, "unknown"}, s.name...)...)

@@ -51,6 +51,7 @@ func TestExposition(t *testing.T) {
 	const want = `
 # HELP baton_lock_acquisitions_total Locks, permits and leaderships acquired, by primitive and how.
 # TYPE baton_lock_acquisitions_total counter
+baton_lock_acquisitions_total{how="cached",primitive="lock"} 0
 baton_lock_acquisitions_total{how="free",primitive="lock"} 1
 baton_lock_acquisitions_total{how="granted",primitive="lock"} 1
 baton_lock_acquisitions_total{how="handoff",primitive="lock"} 1

@@ -75,8 +75,8 @@ type series struct {
 	held    prometheus.Gauge
 	waiting prometheus.Gauge
 	losses  prometheus.Counter
-	how     [baton.Granted + 1]prometheus.Counter // index 0 unused
-	reason  [nOutcomes]prometheus.Counter         // acquired unused
+	how     [baton.Cached + 1]prometheus.Counter // index 0 unused
+	reason  [nOutcomes]prometheus.Counter        // acquired unused
 	wait    [nOutcomes]prometheus.Observer
 	hold    [nEndings]prometheus.Observer
 }
@@ -93,7 +93,7 @@ func (c *Collector) newSeries(prim string, name ...string) *series {
 		waiting: c.waiting.WithLabelValues(plain...),
 		losses:  c.losses.WithLabelValues(plain...),
 	}
-	for h := baton.Free; h <= baton.Granted; h++ {
+	for h := baton.Free; h <= baton.Cached; h++ {
 		s.how[h] = c.acquired.WithLabelValues(with(h.String())...)
 	}
 	for oc := range nOutcomes {

@@ -13,10 +13,21 @@ import (
 // replica's acknowledgement. It needs a replica attached to the server.
 const BatonMinReplicas = "baton+MinReplicas1"
 
-// baton with its defaults except LeaseTTL (Config.TTL, 10s by default).
+// BatonNoCache is baton with lock caching off (Options.CacheIdle
+// negative): every Unlock releases the key in Redis and every Lock asks
+// Redis, as before caching. It runs by default, right after baton, so
+// that the tables show what caching buys.
+const BatonNoCache = "baton-nocache"
+
+// baton with its defaults except LeaseTTL (Config.TTL, 10s by default)
+// and, for the variants, MinReplicas or CacheIdle.
 // On a cluster rueidis discovers the topology from the addresses.
 func init() {
 	register("baton", newBaton)
+	register(BatonNoCache, func(cfg Config, t Target) (Locker, error) {
+		cfg.CacheIdle = -1
+		return newBaton(cfg, t)
+	})
 	registerExtra(BatonMinReplicas, func(cfg Config, t Target) (Locker, error) {
 		cfg.MinReplicas = 1
 		if cfg.ReplicaTimeout == 0 {
@@ -40,6 +51,7 @@ func newBaton(cfg Config, t Target) (Locker, error) {
 		LeaseTTL:       cfg.ttl(),
 		MinReplicas:    cfg.MinReplicas,
 		ReplicaTimeout: cfg.ReplicaTimeout,
+		CacheIdle:      cfg.CacheIdle,
 	})
 	if err != nil {
 		return nil, err

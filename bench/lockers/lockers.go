@@ -46,6 +46,9 @@ type Config struct {
 	// names (zero: baton's defaults). Other libraries ignore them.
 	MinReplicas    int           `json:"min_replicas,omitempty"`
 	ReplicaTimeout time.Duration `json:"replica_timeout,omitempty"`
+	// CacheIdle is baton's option of that name (zero: baton's default;
+	// negative: no lock caching). Other libraries ignore it.
+	CacheIdle time.Duration `json:"cache_idle,omitempty"`
 	// Limit, when > 0, selects the semaphore libraries (SemaphoreNames):
 	// Lock then takes one of Limit permits of the semaphore called name.
 	Limit int `json:"limit,omitempty"`
@@ -93,7 +96,7 @@ var (
 )
 
 // Canonical order of the libraries (used for "all").
-var canonical = []string{"baton", "rueidislock", "redsync", "bsm", "polling"}
+var canonical = []string{"baton", BatonNoCache, "rueidislock", "redsync", "bsm", "polling"}
 
 func register(name string, c constructor) {
 	mu.Lock()

@@ -41,6 +41,9 @@ type Run struct {
 	Libraries   []string         `json:"libraries"`
 	Command     string           `json:"command"`
 	Scenarios   []ScenarioResult `json:"scenarios"`
+	// ProcsScenarios are the scenarios whose instances ran as processes
+	// although Procs is false (presets that always do: Scenario.Procs).
+	ProcsScenarios []string `json:"procs_scenarios,omitempty"`
 }
 
 // Header writes the scenario heading.
@@ -317,7 +320,7 @@ func FailoverTable(w io.Writer, m workload.FailoverMetrics) {
 // Markdown renders the whole run.
 func Markdown(w io.Writer, r *Run) {
 	fmt.Fprintf(w, "# lockbench results\n\n%s, %s, GOMAXPROCS %d, %d CPUs, redis %s, instances as %s.\n\n`%s`\n",
-		r.Started.Format(time.RFC3339), r.GoVersion, r.GOMAXPROCS, r.NumCPU, r.Redis, procsText(r.Procs), r.Command)
+		r.Started.Format(time.RFC3339), r.GoVersion, r.GOMAXPROCS, r.NumCPU, r.Redis, ProcsText(r.Procs, r.ProcsScenarios), r.Command)
 	if r.Baton != "" {
 		fmt.Fprintf(w, "\nbaton: %s\n", r.Baton)
 	}
@@ -333,9 +336,14 @@ func Markdown(w io.Writer, r *Run) {
 	}
 }
 
-func procsText(p bool) string {
+// ProcsText says how the instances ran: as processes (-procs), or in one
+// process but for the scenarios listed.
+func ProcsText(p bool, except []string) string {
 	if p {
 		return "separate processes"
+	}
+	if len(except) > 0 {
+		return "goroutine groups in one process (separate processes in " + strings.Join(except, ", ") + ")"
 	}
 	return "goroutine groups in one process"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"sync"
@@ -120,9 +121,10 @@ const (
 var stateNames = [...]string{"idle", "in Lock", "holding", "in Unlock", "done"}
 
 // Run drives insts (instance indexes instOffset, instOffset+1, ...) with p
-// until the deadline start+p.Duration. holders (len p.Names) is the
-// per-name holder counter, shared by all instances in this process (and,
-// with SharedCounters, by the worker processes).
+// until the deadline start+p.Duration, each goroutine on the names
+// p.NameMode gives it. holders (len p.Names) is the per-name holder
+// counter, shared by all instances in this process (and, with
+// SharedCounters, by the worker processes).
 func Run(ctx context.Context, insts []lockers.Locker, instOffset int, p Params, clock Clock, start time.Time, holders []atomic.Int32) Result {
 	deadline := start.Add(p.Duration)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -150,7 +152,7 @@ func Run(ctx context.Context, insts []lockers.Locker, instOffset int, p Params, 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res := worker(ctx, inst, tl, int32(gi), int32(gi%p.Names), names[gi%p.Names], p, clock, &holders[gi%p.Names], &states[local])
+				res := worker(ctx, inst, tl, int32(gi), p.NameIndex(gi), names, p, clock, holders, &states[local])
 				slots[local].mu.Lock()
 				slots[local].res, slots[local].done = res, true
 				slots[local].mu.Unlock()
@@ -186,10 +188,18 @@ func Run(ctx context.Context, insts []lockers.Locker, instOffset int, p Params, 
 	return out
 }
 
-func worker(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, gi, ni int32, name string, p Params, clock Clock, holder *atomic.Int32, state *atomic.Int32) Result {
+// worker is one goroutine's loop: it locks names[fixed] every time, or
+// with fixed < 0 (NamesRandom) a name picked at random for each
+// acquisition; holders[i] counts the holders of names[i].
+func worker(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, gi int32, fixed int, names []string, p Params, clock Clock, holders []atomic.Int32, state *atomic.Int32) Result {
 	var res Result
 	defer state.Store(stDone)
 	for ctx.Err() == nil {
+		ni := fixed
+		if ni < 0 {
+			ni = rand.IntN(len(names))
+		}
+		name, holder := names[ni], &holders[ni]
 		state.Store(stLocking)
 		t0 := clock()
 		var (
@@ -250,7 +260,7 @@ func worker(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, gi, n
 			}
 			addCount(res.UnlockErrors, msg, 1)
 		}
-		res.Samples = append(res.Samples, Sample{G: gi, N: ni, Start: t0, Acquired: t1, Release: t2, Released: t3, Token: token})
+		res.Samples = append(res.Samples, Sample{G: gi, N: int32(ni), Start: t0, Acquired: t1, Release: t2, Released: t3, Token: token})
 		state.Store(stIdle)
 		if p.Think > 0 {
 			sleepCtx(ctx, p.Think)

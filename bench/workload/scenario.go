@@ -15,13 +15,55 @@ import (
 type Params struct {
 	Instances  int           `json:"instances"`  // client instances (each its own connections)
 	Goroutines int           `json:"goroutines"` // goroutines per instance
-	Names      int           `json:"names"`      // lock names; goroutine i uses name i % Names
+	Names      int           `json:"names"`      // lock names; which goroutine uses which: NameMode
 	Hold       time.Duration `json:"hold"`       // time the lock is held (time.Sleep)
 	Think      time.Duration `json:"think"`      // pause between release and next attempt
 	Duration   time.Duration `json:"duration"`   // measured window
+	// NameMode is how an acquisition picks its name out of Names (""
+	// = NamesShared: goroutine i always uses name i % Names).
+	NameMode NameMode `json:"name_mode,omitempty"`
 	// Limit, when > 0, makes each name a semaphore of Limit permits (the
 	// semaphore libraries run); 0 is a lock.
 	Limit int `json:"limit,omitempty"`
+}
+
+// NameMode is how the goroutines pick the lock name of each acquisition.
+type NameMode string
+
+// Name modes.
+const (
+	// NamesShared (the default): goroutine i (global index, instance x
+	// Goroutines + goroutine) always uses name i % Names, so with fewer
+	// names than goroutines several share one.
+	NamesShared NameMode = ""
+	// NamesPerGoroutine: goroutine i always uses name i, its own; no two
+	// goroutines share a name. Names is the number of goroutines
+	// (Normalize sets it).
+	NamesPerGoroutine NameMode = "per-goroutine"
+	// NamesRandom: every acquisition picks a name uniformly at random out
+	// of Names, so a goroutine rarely takes the same name twice in a row
+	// when Names is large.
+	NamesRandom NameMode = "random"
+)
+
+// Normalize returns p with the fields its NameMode derives filled in:
+// Names = Instances x Goroutines for NamesPerGoroutine (so that every
+// goroutine keeps its own name whatever the instance and goroutine
+// counts).
+func (p Params) Normalize() Params {
+	if p.NameMode == NamesPerGoroutine {
+		p.Names = p.TotalGoroutines()
+	}
+	return p
+}
+
+// NameIndex is the name a goroutine (global index gi) uses on every
+// acquisition, or -1 in NamesRandom mode, where each acquisition picks one.
+func (p Params) NameIndex(gi int) int {
+	if p.NameMode == NamesRandom {
+		return -1
+	}
+	return gi % p.Names
 }
 
 // Capacity is the number of holders a name admits at once: Limit for a
@@ -31,7 +73,8 @@ func (p Params) Capacity() int { return max(1, p.Limit) }
 // TotalGoroutines is Instances * Goroutines.
 func (p Params) TotalGoroutines() int { return p.Instances * p.Goroutines }
 
-// NamesInUse is the number of names some goroutine actually uses.
+// NamesInUse is the number of names some goroutine actually uses (in
+// NamesRandom mode: the most names held at once, one per goroutine).
 func (p Params) NamesInUse() int {
 	if t := p.TotalGoroutines(); t < p.Names {
 		return t
@@ -54,6 +97,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("duration must be > 0")
 	case p.Limit < 0:
 		return fmt.Errorf("limit must be >= 0")
+	case p.NameMode != NamesShared && p.NameMode != NamesPerGoroutine && p.NameMode != NamesRandom:
+		return fmt.Errorf("unknown name mode %q", p.NameMode)
+	case p.NameMode == NamesPerGoroutine && p.Names != p.TotalGoroutines():
+		return fmt.Errorf("names must be instances x goroutines (%d) with one name per goroutine, not %d", p.TotalGoroutines(), p.Names)
 	}
 	return nil
 }
@@ -63,8 +110,15 @@ func (p Params) String() string {
 	if p.Limit > 0 {
 		sem = fmt.Sprintf(" (semaphores of %d permits)", p.Limit)
 	}
-	return fmt.Sprintf("%d instances x %d goroutines, %d name(s)%s, hold %v, think %v, %v",
-		p.Instances, p.Goroutines, p.Names, sem, p.Hold, p.Think, p.Duration)
+	mode := ""
+	switch p.NameMode {
+	case NamesPerGoroutine:
+		mode = ", one per goroutine"
+	case NamesRandom:
+		mode = ", a random one per acquisition"
+	}
+	return fmt.Sprintf("%d instances x %d goroutines, %d name(s)%s%s, hold %v, think %v, %v",
+		p.Instances, p.Goroutines, p.Names, mode, sem, p.Hold, p.Think, p.Duration)
 }
 
 // HoldingParams is the "holding" scenario: one client holds many locks on
@@ -123,6 +177,9 @@ type Scenario struct {
 	// Libs, when set, are the libraries this scenario compares (unless
 	// -libs is given).
 	Libs []string `json:"libs,omitempty"`
+	// Procs, when set, runs the instances of a contention scenario as
+	// separate OS processes (as -procs does for every scenario).
+	Procs bool `json:"procs,omitempty"`
 }
 
 // IsSemaphore reports a scenario of semaphores (Params.Limit > 0).
@@ -191,8 +248,16 @@ func Presets() []Scenario {
 			Params: Params{Instances: 4, Goroutines: 4, Names: 1, Hold: 10 * ms, Think: ms, Duration: d}},
 		{Name: "no-think", About: "4 x 8 goroutines re-request immediately",
 			Params: Params{Instances: 4, Goroutines: 8, Names: 1, Hold: ms, Think: 0, Duration: d}},
-		{Name: "uncontended", About: "4 x 8 goroutines, each on its own name (256 names), no hold/think: raw lock+unlock cost",
-			Params: Params{Instances: 4, Goroutines: 8, Names: 256, Hold: 0, Think: 0, Duration: d}},
+		{Name: "uncontended", About: "4 x 8 goroutines, each re-locking its own name (also runnable as \"repeat\"), no hold/think: raw lock+unlock cost",
+			Params: Params{Instances: 4, Goroutines: 8, Names: 32, NameMode: NamesPerGoroutine, Hold: 0, Think: 0, Duration: d}},
+		{Name: "random-names", About: "4 x 8 goroutines, each acquisition on a uniformly random name of 4,096, no hold/think: names seldom re-locked by the same client",
+			Params: Params{Instances: 4, Goroutines: 8, Names: 4096, NameMode: NamesRandom, Hold: 0, Think: 0, Duration: d}},
+		{Name: "alternating", About: "2 instances as OS processes, one goroutine each, take turns on one lock (hold 1ms, think 5ms)",
+			Params: Params{Instances: 2, Goroutines: 1, Names: 1, Hold: ms, Think: 5 * ms, Duration: d}, Procs: true},
+		{Name: "cross-8x2", About: "8 instances x 2 goroutines over 2 names, each instance with one goroutine on each name, 2ms hold, no think",
+			Params: Params{Instances: 8, Goroutines: 2, Names: 2, Hold: 2 * ms, Think: 0, Duration: d}},
+		{Name: "procs-16", About: "16 instances as OS processes, one goroutine each, one lock, 5ms hold, no think",
+			Params: Params{Instances: 16, Goroutines: 1, Names: 1, Hold: 5 * ms, Think: 0, Duration: d}, Procs: true},
 		{Name: "semaphore", About: "8 replicas x 4 goroutines share one semaphore of 4 permits",
 			Params: Params{Instances: 8, Goroutines: 4, Names: 1, Limit: 4, Hold: ms, Think: ms, Duration: d},
 			Libs:   lockers.SemaphoreNames()},
@@ -200,6 +265,10 @@ func Presets() []Scenario {
 			Holding: &HoldingParams{Locks: 10000, PeerLocks: 100, LeaseTTL: 3 * time.Second, Periods: 3}},
 	}
 }
+
+// Aliases are other names of presets: "repeat" (each goroutine re-locks its
+// own name, issue 18's name for it) is "uncontended".
+var Aliases = map[string]string{"repeat": "uncontended"}
 
 // DefaultFailover is the failover scenario's setup.
 var DefaultFailover = FailoverParams{Candidates: 3, Observers: 4, Rounds: 20, Lease: time.Second, Settle: 100 * time.Millisecond}
@@ -220,7 +289,7 @@ var minReplicaPresets = []string{"standard", "uncontended"}
 // Preset finds a preset by name: a standalone preset ("long-hold", also
 // spelled "standalone-long-hold"), its cluster variant ("cluster-long-hold")
 // or its MinReplicas variant ("minreplicas-uncontended"; contention presets
-// only).
+// only). An alias (see Aliases) finds the preset under its own name.
 func Preset(name string) (Scenario, bool) {
 	base, derive := name, func(s Scenario) Scenario { return s }
 	switch {
@@ -230,6 +299,9 @@ func Preset(name string) (Scenario, bool) {
 		base, derive = strings.TrimPrefix(name, "cluster-"), Scenario.OnCluster
 	case strings.HasPrefix(name, "minreplicas-"):
 		base, derive = strings.TrimPrefix(name, "minreplicas-"), Scenario.WithReplica
+	}
+	if a, ok := Aliases[base]; ok {
+		base = a
 	}
 	for _, s := range append(Presets(), OptionalPresets()...) {
 		if s.Name == base {
@@ -249,6 +321,16 @@ func PresetNames() []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+// AliasList describes Aliases as "alias=preset,...", sorted.
+func AliasList() string {
+	var out []string
+	for a, p := range Aliases {
+		out = append(out, a+"="+p)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
 }
 
 // Sets are the names ParseScenarios expands to several scenarios.
@@ -313,8 +395,8 @@ func ParseScenarios(list string) ([]Scenario, error) {
 		if !ok {
 			names := PresetNames()
 			sort.Strings(names)
-			return nil, fmt.Errorf("unknown scenario %q (sets: all,standard,cluster,minreplicas; presets: %s, also as standalone-NAME, cluster-NAME, minreplicas-NAME)",
-				n, strings.Join(names, ","))
+			return nil, fmt.Errorf("unknown scenario %q (sets: all,standard,cluster,minreplicas; presets: %s, also as standalone-NAME, cluster-NAME, minreplicas-NAME; aliases: %s)",
+				n, strings.Join(names, ","), AliasList())
 		}
 		add(s)
 	}

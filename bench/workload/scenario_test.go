@@ -1,6 +1,11 @@
 package workload
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
 
 func names(s []Scenario) []string {
 	var out []string
@@ -73,5 +78,55 @@ func TestSemaphoreScenario(t *testing.T) {
 	lock, _ := Preset("standard")
 	if lock.IsSemaphore() || lock.Params.Capacity() != 1 || s.Params.Capacity() != 4 {
 		t.Fatal("capacity")
+	}
+}
+
+// TestIssue18Presets: the contention shapes of issue 18 run by name, in
+// the standard set, with the parameters the issue measured.
+func TestIssue18Presets(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name  string
+		want  Params
+		procs bool
+	}{
+		{"repeat", Params{Instances: 4, Goroutines: 8, Names: 32, NameMode: NamesPerGoroutine}, false},
+		{"random-names", Params{Instances: 4, Goroutines: 8, Names: 4096, NameMode: NamesRandom}, false},
+		{"alternating", Params{Instances: 2, Goroutines: 1, Names: 1, Hold: ms, Think: 5 * ms}, true},
+		{"cross-8x2", Params{Instances: 8, Goroutines: 2, Names: 2, Hold: 2 * ms}, false},
+		{"procs-16", Params{Instances: 16, Goroutines: 1, Names: 1, Hold: 5 * ms}, true},
+	} {
+		s, ok := Preset(c.name)
+		if !ok {
+			t.Fatalf("%s: no such preset", c.name)
+		}
+		c.want.Duration = StandardDuration
+		if s.Params != c.want || s.Procs != c.procs || s.About == "" || !s.IsContention() || s.IsSemaphore() {
+			t.Errorf("%s: %+v procs %v, want %+v procs %v", c.name, s.Params, s.Procs, c.want, c.procs)
+		}
+		if err := s.Params.Validate(); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		std, _ := ParseScenarios("standard")
+		if !slices.Contains(names(std), s.Name) {
+			t.Errorf("%s (%s) not in the standard set %v", c.name, s.Name, names(std))
+		}
+		if cl, ok := Preset("cluster-" + c.name); !ok || cl.On() != Cluster || cl.Procs != c.procs || cl.Params != s.Params {
+			t.Errorf("cluster-%s: %+v", c.name, cl)
+		}
+	}
+	// "repeat" is "uncontended": one scenario, run once, under that name.
+	got, err := ParseScenarios("repeat,uncontended,standalone-repeat")
+	if err != nil || len(got) != 1 || got[0].Name != "uncontended" {
+		t.Fatalf("repeat: %v %v", names(got), err)
+	}
+	if mr, ok := Preset("minreplicas-repeat"); !ok || mr.Name != "minreplicas-uncontended" {
+		t.Fatalf("minreplicas-repeat: %+v", mr)
+	}
+	if _, err := ParseScenarios("nonesuch"); err == nil || !strings.Contains(err.Error(), "repeat=uncontended") {
+		t.Fatalf("unknown scenario error: %v", err)
+	}
+	if s := (Params{Instances: 1, Goroutines: 1, Names: 1, NameMode: "bogus", Duration: 1}); s.Validate() == nil {
+		t.Fatal("unknown name mode accepted")
 	}
 }

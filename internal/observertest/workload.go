@@ -191,6 +191,7 @@ func (s *script) finish() Workload {
 		lock := s.fig(i, baton.PrimitiveLock)
 		lock.Acquired["handoff"] = int(st.LocalHandoffs)
 		lock.Acquired["granted"] = int(st.Granted)
+		lock.Acquired["cached"] = int(st.Cached) // only locks are cached
 		for _, p := range Primitives[1:] {
 			f := s.fig(i, p)
 			lock.Acquired["granted"] -= f.Acquired["granted"]
@@ -199,7 +200,7 @@ func (s *script) finish() Workload {
 				t.Errorf("client %d: %d Waiting events of %s, the script made %d", i+1, waits[p], p, n)
 			}
 		}
-		lock.Acquired["free"] = s.lockAcq[i] - lock.Acquired["handoff"] - lock.Acquired["granted"]
+		lock.Acquired["free"] = s.lockAcq[i] - lock.Acquired["handoff"] - lock.Acquired["granted"] - lock.Acquired["cached"]
 		lock.Waits["acquired"] = waits[baton.PrimitiveLock] - (sum(lock.Waits) - lock.Waits["acquired"])
 		lock.Ends["released"] = s.lockAcq[i] - (sum(lock.Ends) - lock.Ends["released"])
 

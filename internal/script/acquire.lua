@@ -1,5 +1,6 @@
 -- KEYS: lock, queue, deadlines
--- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name
+-- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name.
+-- When busy it recalls the holder's cached lock: a message "0 <holder> <name>" where grants go.
 -- Returns the fence when acquired (a number, or {1, fence} off the fast path),
 --         {3, fence} when the key named us already (kept as it is, with a full lease),
 --         {0, wait ms, a fence no older grant to us can exceed, queue position or -1} when busy,
@@ -25,8 +26,22 @@ if owner == false then
   return redis.error_reply('BATONFOREIGN ' .. string.format('%q', string.sub(v, 1, 64)))
 end
 if owner and owner ~= member then
-  local pos = -1
-  if wait then pos = enqueue(q, d, member, lease) end
+  local pos, fresh = -1, false
+  if wait then pos, fresh = enqueue(q, d, member, lease) end
+  if not wait or fresh and pos == 0 then
+    -- Recall: the holder may keep the lock cached, unused (see
+    -- Options.CacheIdle); a fence of 0 asks it to release. Once per
+    -- contention episode: later arrivals queue behind us, and a holder's
+    -- renewal sees a queue it has not heard of.
+    -- Best effort (pcall): a user that may not publish there still
+    -- queues, and the holder's renewal sees the queue.
+    local via = ARGV[4]
+    if string.sub(via, 1, 2) == 'S:' then
+      redis.pcall('SPUBLISH', string.sub(via, 3), '0 ' .. owner .. ' ' .. ARGV[5])
+    else
+      redis.pcall('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(owner, 1, 32), '0 ' .. owner .. ' ' .. ARGV[5])
+    end
+  end
   return {0, redis.call('PTTL', k), last, pos}
 end
 if not v then

@@ -43,9 +43,10 @@ end
 
 -- keep makes key live at least ttl ms more, never shortening it: sessions
 -- with different leases share a queue, and the shortest must not expire
--- the others' entries.
+-- the others' entries. It extends to twice that, so that a key in steady
+-- use costs a PEXPIRE once per ttl, not on every call.
 local function keep(key, ttl)
-  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, 2 * ttl) end
 end
 
 -- alive is how long a queue entry lives after it was written (ms): its
@@ -63,9 +64,9 @@ local function enqueue(q, d, member, lease, ttl)
   local pos = nil
   if not fresh then pos = redis.call('LPOS', q, member) end
   if not pos then pos = redis.call('RPUSH', q, member) - 1 end
-  keep(q, 2 * lease)
-  keep(d, 2 * lease)
-  return pos
+  keep(q, lease)
+  keep(d, lease)
+  return pos, fresh
 end
 
 -- tell sends a grant message for name to member h under fence f, and

@@ -2,12 +2,15 @@
 -- call for many names of one hash slot.
 -- ARGV: triples of kind, value, lease ms. Kind "h": KEYS[i] is a lock key
 -- and value its owner token; "H" also reads the key after extending it, so
--- that Redis tracks it for the caller (our own write ended that). Kind
+-- that Redis tracks it for the caller (our own write ended that); "c"
+-- and "C" are "h" and "H" for a hold its session may keep cached: they
+-- also say whether sessions are queued for it (2). Kind
 -- "w": KEYS[i], KEYS[i+1] are a queue and its deadlines, and value our
 -- member. Kind "p": KEYS[i] is a semaphore hash and value a permit's owner
 -- token "<member>:<fence>": the member's field must hold that fence and an
 -- unexpired deadline, which moves to now + lease.
--- Returns one integer per triple: 1 renewed, 0 no longer ours (or not
+-- Returns one integer per triple: 1 renewed (2: and sessions are queued
+-- for it, kinds "c" and "C"), 0 no longer ours (or not
 -- queued), -1 a hold whose key (or permit field) is gone while sessions
 -- are queued for it: nobody else will wake them, so the caller serves
 -- them (dequeue.lua). The queue "<key>:q" is in the key's slot; it is read
@@ -44,8 +47,9 @@ for i = 1, #ARGV, 3 do
     local v = redis.call('GET', KEYS[k])
     if v == val then
       redis.call('PEXPIRE', KEYS[k], ARGV[i + 2])
-      if kind == 'H' then redis.call('PTTL', KEYS[k]) end
+      if kind == 'H' or kind == 'C' then redis.call('PTTL', KEYS[k]) end
       out[#out + 1] = 1
+      if (kind == 'c' or kind == 'C') and redis.call('LLEN', KEYS[k] .. ':q') > 0 then out[#out] = 2 end
     else
       out[#out + 1] = gone(v, KEYS[k])
     end
@@ -54,8 +58,8 @@ for i = 1, #ARGV, 3 do
     local q, d = KEYS[k], KEYS[k + 1]
     if redis.call('HEXISTS', d, val) == 1 then
       redis.call('HSET', d, val, fmt(now() + alive(lease)) .. ':' .. lease)
-      keep(q, 2 * lease)
-      keep(d, 2 * lease)
+      keep(q, lease)
+      keep(d, lease)
       out[#out + 1] = 1
     else
       out[#out + 1] = 0

@@ -103,6 +103,7 @@ func (s *Script) eval(b rueidis.Builder, keys, args []string) rueidis.Completed 
 type Call struct {
 	Script     *Script
 	Keys, Args []string
+	Track      bool // precede it with CLIENT CACHING YES (as Pipe.OptIn does for every call)
 }
 
 // Pipe says how RunMulti sends its calls.
@@ -209,7 +210,7 @@ func send(ctx context.Context, rc rueidis.Client, p Pipe, calls []Call, build fu
 	commands := func() rueidis.Commands {
 		cmds := make(rueidis.Commands, 0, 2*len(calls)+1)
 		for _, c := range calls {
-			if p.OptIn {
+			if p.OptIn || c.Track {
 				cmds = append(cmds, b.ClientCaching().Yes().Build())
 			}
 			cmds = append(cmds, build(c.Script, b, c.Keys, c.Args))
@@ -256,13 +257,16 @@ func send(ctx context.Context, rc rueidis.Client, p Pipe, calls []Call, build fu
 		}
 		res = res[:len(res)-1]
 	}
-	if p.OptIn {
-		for i := range len(res) / 2 {
-			res[i] = res[2*i+1]
+	// Drop the CLIENT CACHING replies.
+	k := 0
+	for i, c := range calls {
+		if p.OptIn || c.Track {
+			k++
 		}
-		res = res[:len(res)/2]
+		res[i] = res[k]
+		k++
 	}
-	return res, acked
+	return res[:len(calls)], acked
 }
 
 func moved(res []rueidis.RedisResult) bool {
@@ -284,10 +288,10 @@ func Run(ctx context.Context, rc rueidis.Client, p Pipe, s *Script, keys, args [
 		if err, ok := rueidis.IsRedisErr(res.Error()); !ok || !err.IsNoScript() {
 			return res, -1
 		}
-		all, acked := resendNoScript(ctx, rc, p, []Call{{s, keys, args}}, []rueidis.RedisResult{res}, -1)
+		all, acked := resendNoScript(ctx, rc, p, []Call{{Script: s, Keys: keys, Args: args}}, []rueidis.RedisResult{res}, -1)
 		return all[0], acked
 	}
-	res, acked := RunMulti(ctx, rc, p, Call{s, keys, args})
+	res, acked := RunMulti(ctx, rc, p, Call{Script: s, Keys: keys, Args: args})
 	return res[0], acked
 }
 

@@ -40,6 +40,10 @@ type options struct {
 	set          map[string]bool
 }
 
+// shortSettle is -settle with -short (unless given): the smoke run checks
+// the harness, not the numbers, and pauses once per library and scenario.
+const shortSettle = 50 * time.Millisecond
+
 func parseFlags() *options {
 	o := &options{}
 	fs := flag.CommandLine
@@ -47,20 +51,21 @@ func parseFlags() *options {
 		"semaphore scenarios: "+strings.Join(lockers.SemaphoreNames(), ",")+"; each scenario runs the ones that apply to it)")
 	fs.StringVar(&o.scenarios, "scenarios", "", "comma list of scenario sets and presets. Sets: standard (every standalone preset + holding),\n"+
 		"cluster (every preset on a local Redis Cluster), minreplicas (baton vs baton+MinReplicas1), all.\n"+
-		"Presets: "+strings.Join(workload.PresetNames(), ",")+", each also as standalone-NAME, cluster-NAME\n"+
+		"Presets: "+strings.Join(workload.PresetNames(), ",")+" (aliases: "+workload.AliasList()+"), each also as standalone-NAME, cluster-NAME\n"+
 		"and (contention presets) minreplicas-NAME. \"standard\" means the set; the single preset is \"standalone-standard\".\n"+
 		"(default standard; if only workload flags are given, one \"custom\" scenario)")
 	fs.StringVar(&o.scenarios, "scenario", "", "alias of -scenarios")
 	fs.IntVar(&o.instances, "instances", 4, "client instances (each its own client and connections, like service replicas)")
 	fs.IntVar(&o.goroutines, "goroutines", 8, "goroutines per instance")
-	fs.IntVar(&o.names, "names", 1, "number of lock names; goroutine i uses name i % names")
+	fs.IntVar(&o.names, "names", 1, "number of lock names; goroutine i uses name i % names (random-names: each acquisition picks one of them at random;\n"+
+		"uncontended: one name per goroutine unless -names is given)")
 	fs.IntVar(&o.limit, "limit", 4, "permits of the semaphore scenarios; given without -scenarios, the custom scenario is a semaphore of this many permits")
 	fs.DurationVar(&o.hold, "hold", time.Millisecond, "time the lock is held (time.Sleep)")
 	fs.DurationVar(&o.think, "think", time.Millisecond, "pause between release and the next attempt")
 	fs.DurationVar(&o.duration, "duration", workload.StandardDuration, "measured duration per library per scenario")
 	fs.DurationVar(&o.ttl, "ttl", lockers.DefaultTTL, "lease/expiry for baton, bsm and polling; if set explicitly, also rueidislock KeyValidity and redsync expiry")
-	fs.BoolVar(&o.procs, "procs", false, "run each instance as a separate OS process")
-	fs.BoolVar(&o.short, "short", false, "cut every duration to 1s (smoke run)")
+	fs.BoolVar(&o.procs, "procs", false, "run each instance as a separate OS process (the presets alternating and procs-16 always do)")
+	fs.BoolVar(&o.short, "short", false, "cut every duration to 1s and the -settle pause to 50ms (smoke run)")
 	fs.StringVar(&o.out, "out", "", "directory for results.json, results.md and wait-time charts (PNG)")
 	fs.StringVar(&o.addr, "addr", "", "use this existing redis (host:port) instead of starting one; it is FLUSHALLed!")
 	fs.StringVar(&o.redisBin, "redis-server", "redis-server", "redis-server binary to start")
@@ -95,5 +100,8 @@ func parseFlags() *options {
 	flag.Parse()
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if o.short && !o.set["settle"] {
+		o.settle = shortSettle
+	}
 	return o
 }

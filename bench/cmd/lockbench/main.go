@@ -1,6 +1,6 @@
-// Command lockbench compares Redis lock libraries (baton, rueidislock,
-// redsync, bsm/redislock and a naive polling lock) on the same workload
-// against the same throwaway redis-server.
+// Command lockbench compares Redis lock libraries (baton, baton with lock
+// caching off, rueidislock, redsync, bsm/redislock and a naive polling
+// lock) on the same workload against the same throwaway redis-server.
 //
 //	go run ./cmd/lockbench                 # every scenario, every library
 //	go run ./cmd/lockbench -short          # 1s per run (smoke test)
@@ -62,6 +62,11 @@ func run() int {
 	}
 
 	rep := newRun(ctx, o, libs, envs, envs.m[scens[0].On()])
+	for _, sc := range scens {
+		if sc.Procs && sc.IsContention() && !o.procs {
+			rep.ProcsScenarios = append(rep.ProcsScenarios, sc.Name)
+		}
+	}
 	printPreamble(rep)
 	began := time.Now()
 	bad := runScenarios(ctx, o, envs, scens, libs, rep)
@@ -92,7 +97,7 @@ func newRun(ctx context.Context, o *options, libs []string, envs *environments, 
 // a saved transcript says what it measured.
 func printPreamble(rep *report.Run) {
 	fmt.Printf("# lockbench\n\n%s, GOMAXPROCS %d, redis %s, instances as %s, libraries: %s\n\nbaton: %s\n\n%s\n",
-		rep.GoVersion, rep.GOMAXPROCS, rep.Redis, map[bool]string{true: "processes", false: "in-process client objects"}[rep.Procs],
+		rep.GoVersion, rep.GOMAXPROCS, rep.Redis, report.ProcsText(rep.Procs, rep.ProcsScenarios),
 		strings.Join(rep.Libraries, ", "), rep.Baton, "- "+strings.Join(rep.Deployments, "\n- "))
 }
 
@@ -298,7 +303,7 @@ func runOne(ctx context.Context, o *options, lib string, cfg lockers.Config, env
 	t0 := time.Now()
 	fail := func(err error) workload.Metrics {
 		fmt.Fprintf(os.Stderr, "ERROR %v\n", err)
-		return workload.Metrics{Library: lib, Scenario: sc.Name, Procs: o.procs, SetupError: err.Error()}
+		return workload.Metrics{Library: lib, Scenario: sc.Name, Procs: o.procs || sc.Procs, SetupError: err.Error()}
 	}
 	if err := prepare(ctx, env.admin, o.settle); err != nil {
 		return fail(err)
@@ -308,7 +313,8 @@ func runOne(ctx context.Context, o *options, lib string, cfg lockers.Config, env
 		delta redisx.Delta
 		err   error
 	)
-	if o.procs {
+	procs := o.procs || sc.Procs
+	if procs {
 		res, delta, err = runProcs(ctx, lib, cfg, env.target, env.admin, p)
 	} else {
 		res, delta, err = runInProcess(ctx, lib, cfg, env.target, env.admin, p)
@@ -317,7 +323,7 @@ func runOne(ctx context.Context, o *options, lib string, cfg lockers.Config, env
 		return fail(err)
 	}
 	m := workload.Compute(lib, sc.Name, p, res, delta)
-	m.Procs = o.procs
+	m.Procs = procs
 	m.WallSeconds = time.Since(t0).Seconds()
 	status := "ok"
 	if m.Problems() {

@@ -199,7 +199,12 @@ func applyWorkloadFlags(o *options, p *workload.Params) {
 		p.Goroutines = o.goroutines
 	}
 	if o.set["names"] {
+		// The names given replace one name per goroutine (goroutine i:
+		// name i % names); a random pick stays random, out of these.
 		p.Names = o.names
+		if p.NameMode == workload.NamesPerGoroutine {
+			p.NameMode = workload.NamesShared
+		}
 	}
 	if o.set["limit"] && p.Limit > 0 {
 		p.Limit = o.limit
@@ -216,4 +221,5 @@ func applyWorkloadFlags(o *options, p *workload.Params) {
 	if o.short {
 		p.Duration = workload.ShortDuration
 	}
+	*p = p.Normalize() // one name per goroutine for as many goroutines as there are now
 }

@@ -1,0 +1,318 @@
+package baton
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/redistest"
+)
+
+// Lock caching (Options.CacheIdle): a session keeps an unlocked lock that
+// nobody else asked for, and its next Lock takes it without Redis.
+
+// cached locks and unlocks name twice in c's default session, so that c
+// caches it (a name is cached once locked again soon after an Unlock), and
+// returns the last token.
+func cached(t *testing.T, srv *redistest.Server, c *Client, name string) uint64 {
+	t.Helper()
+	ctx := ctxTimeout(t, 10*time.Second)
+	var tok uint64
+	for range 2 {
+		l, err := c.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok = l.Token()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lockOwner(t, srv, "baton", name) == "" {
+		t.Fatal("not cached")
+	}
+	return tok
+}
+
+// scriptCalls counts the scripts Redis ran.
+func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
+	c := commandCounts(t, srv)
+	return c["evalsha"] + c["eval"]
+}
+
+// TestCacheRepeat: re-locking a name costs no round trip; tokens rise and
+// Stats count the acquisitions from the cache.
+func TestCacheRepeat(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{CacheIdle: time.Minute})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	l, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := l.Token()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := scriptCalls(t, srv)
+	const n = 2000 // over 1,023: one fence serves 1,023 local turns
+	for i := range n {
+		var l *Lock
+		if i%2 == 0 {
+			l, err = c.Lock(ctx, name)
+		} else {
+			l, err = c.TryLock(ctx, name)
+		}
+		if err != nil {
+			t.Fatal(i, err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("token %d after %d", l.Token(), last)
+		}
+		last = l.Token()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Redis saw the session's own lock: held, by it, while cached.
+	if o := lockOwner(t, srv, "baton", name); o == "" {
+		t.Fatal("the cached lock is not held in Redis")
+	}
+	if calls := scriptCalls(t, srv) - before; calls > 6 {
+		t.Fatalf("%d re-locks made %d script calls; want at most 6 (a new fence per 1,023 turns)", n, calls)
+	}
+	st := c.Stats()
+	if st.Cached < n-4 || st.Held != 0 {
+		t.Fatalf("Stats: %d from the cache of %d, %d held; want about %d, 0", st.Cached, st.Acquired, st.Held, n)
+	}
+	if h := c.Session().Held(); len(h) != 0 {
+		t.Fatalf("Held lists a cached lock: %+v", h)
+	}
+}
+
+// TestCacheRecall: another session's Lock recalls a cached lock: it gets it
+// at once, not after CacheIdle, and the first session gets it back after.
+func TestCacheRecall(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	tok := cached(t, srv, a, name)
+	start := time.Now()
+	lb, err := b.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("b waited %v for a lock cached for a minute: not recalled", d)
+	}
+	if lb.Token() <= tok {
+		t.Fatalf("b's token %d not above a's %d", lb.Token(), tok)
+	}
+	aGot := queuedLock(t, a, ctx, name)
+	lb.Unlock(ctx)
+	la := waitFor(t, aGot, 5*time.Second, "a")
+	if la.Token() <= lb.Token() {
+		t.Fatalf("a's token %d not above b's %d", la.Token(), lb.Token())
+	}
+	// Recalled within lease/2: a releases at Unlock instead of caching.
+	la.Unlock(ctx)
+	within(t, 5*time.Second, "a's release", func() error {
+		if o := lockOwner(t, srv, "baton", name); o != "" {
+			return fmt.Errorf("held by %s", o)
+		}
+		return nil
+	})
+}
+
+// TestCacheRecallInUse: a recall that reaches a lock in use (taken free,
+// so cacheable) makes its Unlock release it to the waiter.
+func TestCacheRecallInUse(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	l, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bGot := queuedLock(t, b, ctx, name)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := waitFor(t, bGot, 5*time.Second, "b")
+	defer lb.Unlock(ctx)
+	if st := a.Stats(); st.Cached != 0 {
+		t.Fatalf("a took %d from its cache", st.Cached)
+	}
+}
+
+// TestCacheTryLockElsewhere: another session's TryLock fails while the lock
+// is cached, and recalls it: a TryLock soon after succeeds.
+func TestCacheTryLockElsewhere(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	cached(t, srv, a, name)
+	if _, err := b.TryLock(ctx, name); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryLock of a lock cached elsewhere: %v, want ErrNotAcquired", err)
+	}
+	within(t, 5*time.Second, "b's TryLock after its recall", func() error {
+		lb, err := b.TryLock(ctx, name)
+		if err == nil {
+			lb.Unlock(ctx)
+		}
+		return err
+	})
+}
+
+// TestCacheIdleEnds: a cached lock nobody takes is released after
+// CacheIdle, and Close releases one still cached.
+func TestCacheIdleEnds(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, idle := range []time.Duration{300 * time.Millisecond, time.Hour} {
+		t.Run(idle.String(), func(t *testing.T) {
+			c := newClient(t, srv, Options{CacheIdle: idle, LeaseTTL: 10 * time.Minute})
+			name := uniqueName(t)
+			cached(t, srv, c, name)
+			if idle == time.Hour {
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			within(t, 5*time.Second, "release", func() error {
+				if o := lockOwner(t, srv, "baton", name); o != "" {
+					return fmt.Errorf("held by %s", o)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestCacheOff: with CacheIdle negative, Unlock releases at once.
+func TestCacheOff(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{CacheIdle: -1})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	for range 3 {
+		l, err := c.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Unlock(ctx)
+		if o := lockOwner(t, srv, "baton", name); o != "" {
+			t.Fatalf("held by %s after Unlock with caching off", o)
+		}
+	}
+	if st := c.Stats(); st.Cached != 0 {
+		t.Fatalf("%d from the cache with caching off", st.Cached)
+	}
+}
+
+// TestCacheLostKey: losing a cached key (deleted from outside) is a loss of
+// nothing a caller holds: no loss counted, and the next Lock works.
+func TestCacheLostKey(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	cached(t, srv, c, name)
+	srv.Do(t, "DEL", newKeys("baton", name).lock)
+	l2, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The next Lock took the cache (the DEL may not have been heard yet) or
+	// asked Redis; either way the key is its own within a renewal.
+	within(t, 5*time.Second, "the key held again", func() error {
+		if l2.Err() != nil {
+			l2, err = c.Lock(ctx, name)
+			if err != nil {
+				return err
+			}
+		}
+		if o := lockOwner(t, srv, "baton", name); o == "" {
+			return errors.New("the key is free")
+		}
+		return nil
+	})
+	l2.Unlock(ctx)
+	if st := c.Stats(); st.Lost > 1 {
+		t.Fatalf("Stats.Lost %d: the loss of a cached key was counted", st.Lost)
+	}
+}
+
+// TestCacheRecallBehindDeadEntries: a session queued behind dead entries
+// sends no recall (it is not first in line), and the holder keeps re-locking
+// its cached lock: its renewal sees the queue and releases at its Unlock.
+func TestCacheRecallBehindDeadEntries(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	lease := 600 * time.Millisecond
+	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: lease})
+	b := newClient(t, srv, Options{LeaseTTL: 10 * time.Second})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	k := newKeys("baton", name)
+	cached(t, srv, a, name)
+	// An entry of a crashed session, live for a minute: b queues behind it.
+	dead := "0123456789abcdef0123456789abcdef-1"
+	srv.Do(t, "RPUSH", k.queue, dead)
+	srv.Do(t, "HSET", k.dead, dead, strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)+":10000")
+	bGot := make(chan error, 1)
+	go func() {
+		lb, err := b.Lock(ctx, name)
+		if err == nil {
+			lb.Unlock(ctx)
+		}
+		bGot <- err
+	}()
+	stop := make(chan struct{})
+	looped := make(chan int)
+	go func() {
+		k := 0
+		for {
+			select {
+			case <-stop:
+				looped <- k
+				return
+			default:
+			}
+			l, err := a.Lock(ctx, name)
+			if err != nil {
+				continue
+			}
+			k++
+			time.Sleep(time.Millisecond) // the work done under the lock
+			l.Unlock(ctx)
+		}
+	}()
+	err := waitFor(t, bGot, 10*time.Second, "b behind the dead entry")
+	turns := a.Stats().Cached
+	close(stop)
+	<-looped
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not by a's new fence after 1,023 turns (a holds each turn a
+	// millisecond: that takes a second, five renewal ticks).
+	if turns >= 1000 {
+		t.Fatalf("b got the lock after %d turns of a's: when a's fence ran out, not at a renewal", turns)
+	}
+}
