@@ -94,9 +94,10 @@ func (n *name) applyGrant(g grant, now time.Time) (e effects) {
 	return e
 }
 
-// releaseStray releases a lock granted to us that nobody here wants.
+// releaseStray releases a lock granted to us that nobody here wants. A
+// queued machine is queued again after it (see releaseReply).
 func (n *name) releaseStray(fence uint64) (e effects) {
-	e.call = n.start(releasing, request{kind: releaseCall, owner: n.owner(fence), fence: fence, mode: "0", rc: true})
+	e.call = n.start(releasing, request{kind: releaseCall, owner: n.owner(fence), fence: fence, mode: "0", rc: true, from: n.st})
 	n.hold = nil
 	return e
 }

@@ -91,15 +91,15 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 		return e, nil
 	}
 	if linger && n.r.cacheIdle > 0 && n.id.kind == lockKind {
-		hot := n.hot(h)
-		n.r.unlocked.note(n.name, now, n.r.cacheIdle)
+		k := n.streak(h)
+		n.r.unlocked.note(n.name, now, k, n.r.cacheIdle)
 		switch {
 		case len(n.waiters) > 0 || !n.cacheable(h, now):
 		case h.wasCache:
 			// Kept by Redis's word before, watched since: cached as it is.
 			n.cache(now, &e)
 			return e, nil
-		case hot:
+		case k >= 2:
 			// Keep it, unless Redis shows it is not ours or someone is
 			// queued (released to them then); the reply caches it.
 			e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: "k", rc: true, track: n.tracks(h), until: maxTime(h.deadline, h.redisBy)})
@@ -144,17 +144,22 @@ func (n *name) cacheable(h *hold, now time.Time) bool {
 // the last lease/2: two sessions taking turns would pay a recall each
 // turn if either cached it.
 func (n *name) recentlyRecalled(now time.Time) bool {
-	at, ok := n.r.recalled.last(n.name)
-	return ok && now.Sub(at) < n.r.lease/2
+	ev, ok := n.r.recalled.last(n.name)
+	return ok && now.Sub(ev.at) < n.r.lease/2
 }
 
-// hot reports whether the session locked the name again within CacheIdle
-// of its last Unlock before h: only then is caching it worth a round
-// trip (a name locked once in a while would cost a release later, when
-// its cache time ends, on top of the one that caches it).
-func (n *name) hot(h *hold) bool {
-	at, ok := n.r.unlocked.last(n.name)
-	return ok && h.since.Sub(at) <= n.r.cacheIdle
+// streak returns how many times in a row the session locked the name
+// again within CacheIdle of unlocking it, h's acquisition included. Only a
+// name re-locked twice so is cached: a name locked now and then (by
+// chance soon after its last Unlock, as with many names at random) would
+// cost a release when its cache time ends on top of the call that cached
+// it, or a recall.
+func (n *name) streak(h *hold) int {
+	ev, ok := n.r.unlocked.last(n.name)
+	if !ok || h.since.Sub(ev.at) > n.r.cacheIdle {
+		return 0
+	}
+	return ev.n + 1
 }
 
 // takeCached hands the cached hold to a caller of Lock or TryLock, under
@@ -204,7 +209,7 @@ func (n *name) recall(now time.Time) (e effects) {
 
 // noteRecall remembers at now that another session asked for lname.
 func (r *rules) noteRecall(lname string, now time.Time) {
-	r.recalled.note(lname, now, r.lease/2)
+	r.recalled.note(lname, now, 0, r.lease/2)
 }
 
 // releaseOutcome is the reply of a release call.
@@ -230,6 +235,12 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		// A stray grant, maybe still ours (granted at most a lease ago):
 		// Close tries again.
 		n.dirty = &dirty{fence: req.fence, until: now.Add(n.r.lease)}
+	case h == nil && n.st == idle && req.from == queued:
+		// A stray grant passed on while queued: our entry, or a lock an
+		// attempt with a lost reply took, may still be in Redis: the head
+		// asks again, or the machine leaves the queue (which releases
+		// such a lock).
+		n.st = queued
 	case h == nil:
 		// A stray grant: passed on, or not ours any more.
 	case errors.Is(callErr, ErrUnconfirmed) && req.mode == "0" && !now.Before(h.redisBy) && h.unsure.IsZero():
@@ -279,6 +290,10 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		n.st, n.entryAt = lingering, sent
 		n.linger = &span{sent.Add(n.r.lease/2 - n.r.margin), now.Add(n.r.lease/2 + n.r.margin)}
 		e.due(n.linger.to)
+	case o.code == 4 && !now.Before(maxTime(h.deadline, sent.Add(n.r.lease-n.r.margin))):
+		// Kept, but answered after that lease could have run out: release
+		// it (if it is still ours).
+		return n.releaseStray(h.fence), nil
 	case o.code == 4:
 		// Kept (mode k): nobody was queued. It goes to a waiter that came
 		// meanwhile, else into the cache unless recalled meanwhile (then

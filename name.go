@@ -57,36 +57,42 @@ type rules struct {
 	cacheIdle time.Duration // Options.CacheIdle: how long an unlocked hold stays cached (<= 0: never)
 	cached    int           // holds cached now
 	recalled  recent        // names another session asked for (kept lease/2)
-	unlocked  recent        // names unlocked, when last (kept CacheIdle)
+	unlocked  recent        // names unlocked: when last, and how many times in a row they were locked again within CacheIdle
 }
 
-// recent remembers when each of a set of names last saw some event, for
-// a while: entries older than that go once the map has doubled.
+// recent remembers when each of a set of names last saw some event, and
+// a count, for a while: entries older than that go once the map has
+// doubled.
 type recent struct {
-	at   map[string]time.Time
+	at   map[string]event
 	size int // after the last pruning
 }
 
-// note records lname's event at now, keeping events for keep.
-func (r *recent) note(lname string, now time.Time, keep time.Duration) {
+type event struct {
+	at time.Time
+	n  int
+}
+
+// note records lname's event at now with count k, keeping events for keep.
+func (r *recent) note(lname string, now time.Time, k int, keep time.Duration) {
 	if r.at == nil {
-		r.at = make(map[string]time.Time)
+		r.at = make(map[string]event)
 	}
 	if len(r.at) >= max(64, 2*r.size) {
-		for k, at := range r.at {
-			if now.Sub(at) >= keep {
-				delete(r.at, k)
+		for name, ev := range r.at {
+			if now.Sub(ev.at) >= keep {
+				delete(r.at, name)
 			}
 		}
 		r.size = len(r.at)
 	}
-	r.at[lname] = now
+	r.at[lname] = event{now, k}
 }
 
-// last returns when lname's event was last noted, if it was.
-func (r *recent) last(lname string) (time.Time, bool) {
-	at, ok := r.at[lname]
-	return at, ok
+// last returns lname's last event, if noted.
+func (r *recent) last(lname string) (event, bool) {
+	ev, ok := r.at[lname]
+	return ev, ok
 }
 
 // maxCached bounds the holds a session keeps cached, so that what an idle

@@ -34,7 +34,7 @@ type request struct {
 	left  bool   // acquire: TryLock's caller has gone: release what the call takes
 	queue bool   // acquire: join the Redis queue when busy
 	track bool   // acquire, and release mode "k": have Redis track the key for us
-	from  state  // acquire: the state it was sent from
+	from  state  // acquire, and release of a stray grant: the state it was sent from
 	owner string // release: the owner token
 	fence uint64 // release of a stray grant: its fence
 	mode  string // release: "0" release, "1" keep or requeue for our waiters, "2" linger, "k" keep to cache when nobody is queued
