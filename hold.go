@@ -487,11 +487,13 @@ func (n *name) end(l *Lock, err error, e *effects) {
 	if l.h.lock == l {
 		l.h.lock = nil
 	}
-	if l.done != nil {
-		close(l.done)
-	}
-	if l.cancel != nil {
-		l.cancel(err)
+	if sig := l.sig; sig != nil {
+		if sig.done != nil {
+			close(sig.done)
+		}
+		if sig.cancel != nil {
+			sig.cancel(err)
+		}
 	}
 }
 
