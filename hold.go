@@ -19,17 +19,20 @@ type hold struct {
 	fence    uint64    // token issued by Redis; local hand-offs use the next ones
 	passes   int       // local hand-offs since fence was issued
 	since    time.Time // when Redis issued fence
-	waited   bool      // acquired after waiting: the name is contended
-	suspect  bool      // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
 	deadline time.Time // local lease deadline: lost at this time unless renewed
 	checkAt  time.Time // renew it then (a new hold, a notice), besides the session's ticks; zero: not needed
 	redisBy  time.Time // the latest Redis may keep the key ours by what we read: each extension ran before we read its reply
 	unsure   time.Time // send time of the latest call on the hold whose outcome we do not know (a renewal or release with a lost reply)
 	lock     *Lock     // current local holder; nil while passing, releasing or cached
 	cachedTo time.Time // cached (unused since an Unlock) until then; zero: not cached
-	wasCache bool      // cached at least once: its renewals also say whether sessions are queued
-	tracked  bool      // Redis tracks the key for us (read by its renewals)
-	recalled bool      // another session asked for the name: released at its Unlock, not cached
+
+	// The flags last, together: no padding between them (a session may
+	// hold many names).
+	waited   bool // acquired after waiting: the name is contended
+	suspect  bool // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
+	wasCache bool // cached at least once: its renewals also say whether sessions are queued
+	tracked  bool // Redis tracks the key for us (read by its renewals)
+	recalled bool // another session asked for the name: released at its Unlock, not cached
 }
 
 // checkHold asks the renewal loop to renew the hold at at (or sooner),
