@@ -95,7 +95,7 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	}
 	if linger && n.r.cacheIdle > 0 && n.id.kind == lockKind {
 		hot := n.hot(h)
-		n.r.unlocked.note(n.name, now, n.r.cacheIdle)
+		n.r.unlocked.note(n.id.name, now, n.r.cacheIdle)
 		switch {
 		case len(n.waiters) > 0 || !n.cacheable(h, now):
 		case h.wasCache:
@@ -147,7 +147,7 @@ func (n *name) cacheable(h *hold, now time.Time) bool {
 // the last lease/2: two sessions taking turns would pay a recall each
 // turn if either cached it.
 func (n *name) recentlyRecalled(now time.Time) bool {
-	at, ok := n.r.recalled.last(n.name)
+	at, ok := n.r.recalled.last(n.id.name)
 	return ok && now.Sub(at) < n.r.lease/2
 }
 
@@ -156,7 +156,7 @@ func (n *name) recentlyRecalled(now time.Time) bool {
 // trip (a name locked once in a while would cost a release later, when
 // its cache time ends, on top of the one that caches it).
 func (n *name) hot(h *hold) bool {
-	at, ok := n.r.unlocked.last(n.name)
+	at, ok := n.r.unlocked.last(n.id.name)
 	return ok && h.since.Sub(at) <= n.r.cacheIdle
 }
 
@@ -193,7 +193,7 @@ func (n *name) uncache() {
 // it now, one in use at its Unlock, and the name is not cached again for
 // lease/2.
 func (n *name) recall(now time.Time) (e effects) {
-	n.r.noteRecall(n.name, now)
+	n.r.noteRecall(n.id.name, now)
 	if n.st != held {
 		return e
 	}
@@ -268,7 +268,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 			// as released for the caller, who had stopped using it.
 			break
 		}
-		err = fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(n.name))
+		err = fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(n.id.name))
 	case o.code == 1 && req.mode == "1":
 		// Queued again for our waiters: the grant message wakes the head;
 		// the timer is the safety net.
@@ -442,7 +442,7 @@ const lateRun = 15 * time.Second
 func (n *name) lose(now time.Time, cause string, proof bool) (e effects) {
 	n.uncache() // a cached hold is nobody's: its loss is signalled to no one
 	if l := n.hold.lock; l != nil {
-		n.end(l, fmt.Errorf("%w: %q: %s", ErrLockLost, truncate(n.name), cause), &e)
+		n.end(l, fmt.Errorf("%w: %q: %s", ErrLockLost, truncate(n.id.name), cause), &e)
 		if l.given {
 			n.r.stats.lost.Add(1) // else handed to a waiter that had not taken it: it waits again
 		}

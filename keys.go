@@ -91,7 +91,7 @@ func (e *opError) Unwrap() error { return e.err }
 // acquireOp names a Lock (or, with try, TryLock) call on n as its caller
 // made it: on a lock, a semaphore or an election.
 func (n *name) acquireOp(try bool) string {
-	q := strconv.Quote(truncate(n.name))
+	q := strconv.Quote(truncate(n.id.name))
 	switch {
 	case n.id.kind == semKind && try:
 		return "try a permit of semaphore " + q
@@ -107,7 +107,7 @@ func (n *name) acquireOp(try bool) string {
 
 // unlockOp names an Unlock of a hold of n.
 func (n *name) unlockOp() string {
-	q := strconv.Quote(truncate(n.name))
+	q := strconv.Quote(truncate(n.id.name))
 	switch n.id.kind {
 	case semKind:
 		return "release a permit of semaphore " + q

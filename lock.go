@@ -62,7 +62,7 @@ func FromContext(ctx context.Context) (*Lock, bool) {
 }
 
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.n.name }
+func (l *Lock) Name() string { return l.n.id.name }
 
 // Token returns the fencing token: it rises on every acquisition of the name
 // by any client, so a storage layer that remembers the highest token it has
@@ -150,7 +150,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		}
 	}
 	if obs := s.c.obs; obs != nil || s.c.log != nil {
-		ev := Event{Kind: Released, Primitive: n.id.kind.primitive(), Name: n.name, Token: l.token, Held: now.Sub(l.acquired)}
+		ev := Event{Kind: Released, Primitive: n.id.kind.primitive(), Name: n.id.name, Token: l.token, Held: now.Sub(l.acquired)}
 		if errors.Is(err, ErrLockLost) {
 			ev.Kind, ev.Err = Lost, err
 		}

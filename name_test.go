@@ -101,7 +101,7 @@ func newSimOn(t *testing.T, seed uint64, r *rules, id nameID) *sim {
 
 // newName is a new machine of the sim's id, as Session.nameLocked makes.
 func (s *sim) newName(r *rules) *name {
-	n := &name{name: s.id.name, id: s.id, member: r.member, r: r}
+	n := &name{id: s.id, member: r.member, r: r}
 	switch s.id.kind {
 	case semKind:
 		n.member, n.limit = r.member+"."+strconv.Itoa(s.id.slot), 2

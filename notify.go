@@ -170,9 +170,9 @@ func (c *Client) subscribe() {
 // via says how scripts announce grants for n's name; see viaName.
 func (c *Client) via(n *name) string {
 	if c.sharded && n.id.kind.permit() {
-		return "S:" + semGrantChannel(c.prefix, n.name)
+		return "S:" + semGrantChannel(c.prefix, n.id.name)
 	}
-	return c.viaName(n.name)
+	return c.viaName(n.id.name)
 }
 
 // viaName says how release scripts announce grants for lock name: on the grantee's
