@@ -84,7 +84,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
 func (e *Election) slotLocked(value string) (*name, error) {
 	s := e.s
 	for k := range maxSlots {
-		id := nameID{name: e.name, kind: electKind, slot: k}
+		id := nameID{name: e.name, kind: electKind, slot: int32(k)}
 		if n := s.names[id]; n == nil || n.st == idle && len(n.waiters) == 0 {
 			n = s.nameLocked(id, 1)
 			n.value = value

@@ -116,7 +116,7 @@ func (k kind) permit() bool { return k != lockKind }
 type nameID struct {
 	name string
 	kind kind
-	slot int
+	slot int32 // below maxSlots
 }
 
 // name is a session's state for one lock name or one semaphore permit

@@ -104,9 +104,9 @@ func (s *sim) newName(r *rules) *name {
 	n := &name{id: s.id, member: r.member, r: r}
 	switch s.id.kind {
 	case semKind:
-		n.member, n.limit = r.member+"."+strconv.Itoa(s.id.slot), 2
+		n.member, n.limit = r.member+"."+strconv.Itoa(int(s.id.slot)), 2
 	case electKind:
-		n.member, n.limit = r.member+".e"+strconv.Itoa(s.id.slot), 1
+		n.member, n.limit = r.member+".e"+strconv.Itoa(int(s.id.slot)), 1
 	}
 	return n
 }

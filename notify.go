@@ -34,7 +34,7 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 		if err != nil || k < 0 || k >= maxSlots {
 			return
 		}
-		smember, id.slot = sm, k
+		smember, id.slot = sm, int32(k)
 	}
 	s := c.session(smember)
 	if fence == 0 {

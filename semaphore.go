@@ -92,7 +92,7 @@ func (m *Semaphore) slotLocked(wait bool) (*name, error) {
 	var free, linger, fewest *name
 	k := 0
 	for ; k < maxSlots; k++ {
-		n := s.names[nameID{name: m.name, kind: semKind, slot: k}]
+		n := s.names[nameID{name: m.name, kind: semKind, slot: int32(k)}]
 		if n == nil {
 			break
 		}
@@ -120,7 +120,7 @@ func (m *Semaphore) slotLocked(wait bool) (*name, error) {
 	case free != nil:
 		n = free
 	case k < maxSlots:
-		n = s.nameLocked(nameID{name: m.name, kind: semKind, slot: k}, m.limit)
+		n = s.nameLocked(nameID{name: m.name, kind: semKind, slot: int32(k)}, m.limit)
 	case wait && fewest != nil:
 		n = fewest
 	default:

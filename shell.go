@@ -119,11 +119,11 @@ func (s *Session) nameLocked(id nameID, limit int) *name {
 		n = &name{id: id, member: s.member, keys: newKeys(s.c.prefix, id.name), r: &s.rules, s: s}
 		switch id.kind {
 		case semKind:
-			n.member = s.member + "." + strconv.Itoa(id.slot)
+			n.member = s.member + "." + strconv.Itoa(int(id.slot))
 			n.keys = newSemKeys(s.c.prefix, id.name)
 			n.limit = int32(limit)
 		case electKind:
-			n.member = s.member + ".e" + strconv.Itoa(id.slot)
+			n.member = s.member + ".e" + strconv.Itoa(int(id.slot))
 			n.keys = newElectKeys(s.c.prefix, id.name)
 			n.limit = 1
 		}
