@@ -33,13 +33,13 @@ type attempt struct {
 // attempt skips that (most find the lock free, and a queued session is
 // woken by its grant).
 func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attempt, error) {
-	sc, args := script.Acquire, []string{n.member, s.leaseMs, boolArg(req.queue), s.c.via(n), n.name}
+	sc, args := script.Acquire, []string{n.member, s.leaseMs, boolArg(req.queue), s.c.via(n), n.id.name}
 	sem := n.id.kind.permit()
 	switch n.id.kind {
 	case semKind:
 		sc, args = script.SemAcquire, append(args, strconv.Itoa(req.limit))
 	case electKind:
-		sc, args = script.SemAcquire, append(args, "1", s.c.announce(n.name), req.value)
+		sc, args = script.SemAcquire, append(args, "1", s.c.announce(n.id.name), req.value)
 	}
 	// Permits are not tracked: every acquisition of any permit changes
 	// their hash, and a waiter is woken by its grant or its timer.
@@ -76,7 +76,7 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 		}
 		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONLIMIT") {
 			return attempt{}, fmt.Errorf("%w: semaphore %q is in use with limit %s, this Semaphore has limit %d",
-				ErrLimitMismatch, truncate(n.name), strings.TrimPrefix(re.Error(), "BATONLIMIT "), req.limit)
+				ErrLimitMismatch, truncate(n.id.name), strings.TrimPrefix(re.Error(), "BATONLIMIT "), req.limit)
 		}
 		return attempt{}, sc.Explain(err)
 	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3) && p.Replicas > 0 && acked < int64(p.Replicas):
@@ -84,7 +84,7 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 		c := s.scriptCall(n, &request{kind: releaseCall, owner: n.owner(uint64(vals[1])), mode: "0"})
 		ures, _ := script.Run(context.WithoutCancel(ctx), s.c.rc, script.Pipe{}, c.Script, c.Keys, c.Args)
 		return attempt{}, errors.Join(fmt.Errorf("%w: %d of %d replicas acknowledged %q within %v",
-			ErrNotReplicated, max(acked, 0), p.Replicas, truncate(n.name), p.Timeout), ures.Error())
+			ErrNotReplicated, max(acked, 0), p.Replicas, truncate(n.id.name), p.Timeout), ures.Error())
 	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3):
 		return attempt{acquired: true, kept: vals[0] == 3, fence: uint64(vals[1])}, nil
 	case len(vals) < 4:
@@ -124,18 +124,18 @@ func (s *Session) scriptCall(n *name, req *request) script.Call {
 	sem := n.id.kind.permit()
 	ann := ""
 	if n.id.kind == electKind {
-		ann = s.c.announce(n.name)
+		ann = s.c.announce(n.id.name)
 	}
 	if req.kind == dequeueCall {
 		if sem {
-			return script.Call{Script: script.SemDequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name, strconv.Itoa(req.limit), ann}}
+			return script.Call{Script: script.SemDequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.id.name, strconv.Itoa(req.limit), ann}}
 		}
-		return script.Call{Script: script.Dequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.name}}
+		return script.Call{Script: script.Dequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.id.name}}
 	}
 	if sem {
-		return script.Call{Script: script.SemRelease, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs, strconv.Itoa(req.limit), ann}}
+		return script.Call{Script: script.SemRelease, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.id.name, s.lingerMs, strconv.Itoa(req.limit), ann}}
 	}
-	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.name, s.lingerMs}}
+	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.id.name, s.lingerMs}}
 }
 
 // callRelease runs the release script, trying again after passing failures

@@ -62,7 +62,7 @@ func TestClose(t *testing.T) {
 		}
 	}
 	k := newKeys("baton", busy)
-	if n, _ := srv.Do(t, "LLEN", k.queue).AsInt64(); n != 0 {
+	if n, _ := srv.Do(t, "LLEN", k.queue()).AsInt64(); n != 0 {
 		t.Fatal("closed client left its queue entry")
 	}
 	if _, err := a.Lock(ctx, "x"); !errors.Is(err, ErrClosed) {

@@ -383,7 +383,7 @@ func TestIssue16Defect5WaiterJoiningLingeringRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc := waitFor(t, cGot, 5*time.Second, "c's grant")
-	if n, _ := srv.Do(t, "LLEN", newKeys(DefaultKeyPrefix, name).queue).AsInt64(); n != 2 {
+	if n, _ := srv.Do(t, "LLEN", newKeys(DefaultKeyPrefix, name).queue()).AsInt64(); n != 2 {
 		t.Fatalf("queue length %d after the pause, want 2 (b lingering, then d)", n)
 	}
 	time.Sleep(2 * time.Second) // c's hold: longer than a linger entry lives (lease/2)
@@ -488,7 +488,7 @@ func TestIssue16Defect7GrantToDeadWaiterIsWatched(t *testing.T) {
 	}
 	defer lh.Unlock(ctx)
 	holder := startHolder(t, srv, name, 300*time.Millisecond, "2")
-	queue := newSemKeys(DefaultKeyPrefix, name).queue
+	queue := newSemKeys(DefaultKeyPrefix, name).queue()
 	waiter := startQueuedChild(t, srv, name, 2*time.Second, "2")
 	waitListLen(t, srv, queue, 1)
 	w := newClient(t, srv, Options{})
@@ -588,7 +588,7 @@ func TestIssue16Defect9DeadQueueEntryAllowsNewLimit(t *testing.T) {
 	}
 	holder := startHolder(t, srv, name, lease, "1")
 	waiter := startQueuedChild(t, srv, name, lease, "1")
-	waitListLen(t, srv, k.queue, 1)
+	waitListLen(t, srv, k.queue(), 1)
 	killChildren(t, holder, waiter)
 	// The later of the two deadlines, in server time (ms), as Redis has it
 	// now that nobody refreshes them.
@@ -601,7 +601,7 @@ func TestIssue16Defect9DeadQueueEntryAllowsNewLimit(t *testing.T) {
 			last = max(last, n)
 		}
 	}
-	entries, _ := srv.Do(t, "HGETALL", k.dead).AsStrMap()
+	entries, _ := srv.Do(t, "HGETALL", k.dead()).AsStrMap()
 	for _, v := range entries {
 		dl, _, _ := strings.Cut(v, ":")
 		n, _ := strconv.ParseInt(dl, 10, 64)
@@ -1089,7 +1089,7 @@ func TestIssue16Defect18DeadCampaignerSkipped(t *testing.T) {
 		}
 	}()
 	child := startQueuedChild(t, srv, name, lease, "elect")
-	waitListLen(t, srv, newElectKeys(DefaultKeyPrefix, name).queue, 1)
+	waitListLen(t, srv, newElectKeys(DefaultKeyPrefix, name).queue(), 1)
 	b := newClient(t, srv, Options{LeaseTTL: lease})
 	eb, _ := b.Election(name)
 	qb := onQueue(b)

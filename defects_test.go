@@ -796,8 +796,8 @@ func lockWithin(t *testing.T, c lockCaller, ctx context.Context, name string, d 
 func queueMembers(t testing.TB, srv *redistest.Server, name string) []string {
 	t.Helper()
 	k := newKeys(DefaultKeyPrefix, name)
-	list, _ := srv.Do(t, "LRANGE", k.queue, "0", "-1").AsStrSlice()
-	hash, _ := srv.Do(t, "HKEYS", k.dead).AsStrSlice()
+	list, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice()
+	hash, _ := srv.Do(t, "HKEYS", k.dead()).AsStrSlice()
 	seen := map[string]bool{}
 	var out []string
 	for _, m := range append(list, hash...) {
@@ -813,7 +813,7 @@ func queueMembers(t testing.TB, srv *redistest.Server, name string) []string {
 // observes; it orders nothing.
 func waitQueueLen(t testing.TB, srv *redistest.Server, name string, n int64) {
 	t.Helper()
-	key := newKeys(DefaultKeyPrefix, name).queue
+	key := newKeys(DefaultKeyPrefix, name).queue()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		got, _ := srv.Do(t, "LLEN", key).AsInt64()
@@ -1000,7 +1000,7 @@ func lingerOn(t *testing.T, srv *redistest.Server, x *Client, s *Session, n int)
 			t.Fatal(r.err)
 		}
 		t.Cleanup(func() { r.l.Unlock(context.Background()) })
-		if n, _ := srv.Do(t, "LLEN", newKeys(DefaultKeyPrefix, names[i]).queue).AsInt64(); n != 1 {
+		if n, _ := srv.Do(t, "LLEN", newKeys(DefaultKeyPrefix, names[i]).queue()).AsInt64(); n != 1 {
 			t.Fatalf("%s: the session is not lingering in the queue (length %d)", names[i], n)
 		}
 	}

@@ -84,7 +84,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
 func (e *Election) slotLocked(value string) (*name, error) {
 	s := e.s
 	for k := range maxSlots {
-		id := nameID{name: e.name, kind: electKind, slot: k}
+		id := nameID{name: e.name, kind: electKind, slot: int32(k)}
 		if n := s.names[id]; n == nil || n.st == idle && len(n.waiters) == 0 {
 			n = s.nameLocked(id, 1)
 			n.value = value
@@ -126,10 +126,10 @@ func (s leaderState) after(o leaderState) bool {
 // readLeader runs the election's read script, again after a dead idle
 // connection (see callAcquire).
 func (c *Client) readLeader(ctx context.Context, lname string) (leaderState, error) {
-	k := newElectKeys(c.prefix, lname)
-	res, _ := script.Run(ctx, c.cc, script.Pipe{}, script.ElectRead, k.all[:1], nil)
+	k := []string{newElectKeys(c.prefix, lname).lock}
+	res, _ := script.Run(ctx, c.cc, script.Pipe{}, script.ElectRead, k, nil)
 	for try := 1; try < 4 && retryable(ctx, res.Error()); try++ {
-		res, _ = script.Run(ctx, c.cc, script.Pipe{}, script.ElectRead, k.all[:1], nil)
+		res, _ = script.Run(ctx, c.cc, script.Pipe{}, script.ElectRead, k, nil)
 	}
 	arr, err := res.ToArray()
 	if err != nil {

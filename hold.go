@@ -19,17 +19,20 @@ type hold struct {
 	fence    uint64    // token issued by Redis; local hand-offs use the next ones
 	passes   int       // local hand-offs since fence was issued
 	since    time.Time // when Redis issued fence
-	waited   bool      // acquired after waiting: the name is contended
-	suspect  bool      // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
 	deadline time.Time // local lease deadline: lost at this time unless renewed
 	checkAt  time.Time // renew it then (a new hold, a notice), besides the session's ticks; zero: not needed
 	redisBy  time.Time // the latest Redis may keep the key ours by what we read: each extension ran before we read its reply
 	unsure   time.Time // send time of the latest call on the hold whose outcome we do not know (a renewal or release with a lost reply)
 	lock     *Lock     // current local holder; nil while passing, releasing or cached
 	cachedTo time.Time // cached (unused since an Unlock) until then; zero: not cached
-	wasCache bool      // cached at least once: its renewals also say whether sessions are queued
-	tracked  bool      // Redis tracks the key for us (read by its renewals)
-	recalled bool      // another session asked for the name: released at its Unlock, not cached
+
+	// The flags last, together: no padding between them (a session may
+	// hold many names).
+	waited   bool // acquired after waiting: the name is contended
+	suspect  bool // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
+	wasCache bool // cached at least once: its renewals also say whether sessions are queued
+	tracked  bool // Redis tracks the key for us (read by its renewals)
+	recalled bool // another session asked for the name: released at its Unlock, not cached
 }
 
 // checkHold asks the renewal loop to renew the hold at at (or sooner),
@@ -92,7 +95,7 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	}
 	if linger && n.r.cacheIdle > 0 && n.id.kind == lockKind {
 		k := n.streak(h)
-		n.r.unlocked.note(n.name, now, k, n.r.cacheIdle)
+		n.r.unlocked.note(n.id.name, now, k, n.r.cacheIdle)
 		switch {
 		case len(n.waiters) > 0 || !n.cacheable(h, now):
 		case h.wasCache:
@@ -144,7 +147,7 @@ func (n *name) cacheable(h *hold, now time.Time) bool {
 // the last lease/2: two sessions taking turns would pay a recall each
 // turn if either cached it.
 func (n *name) recentlyRecalled(now time.Time) bool {
-	ev, ok := n.r.recalled.last(n.name)
+	ev, ok := n.r.recalled.last(n.id.name)
 	return ok && now.Sub(ev.at) < n.r.lease/2
 }
 
@@ -155,7 +158,7 @@ func (n *name) recentlyRecalled(now time.Time) bool {
 // cost a release when its cache time ends on top of the call that cached
 // it, or a recall.
 func (n *name) streak(h *hold) int {
-	ev, ok := n.r.unlocked.last(n.name)
+	ev, ok := n.r.unlocked.last(n.id.name)
 	if !ok || h.since.Sub(ev.at) > n.r.cacheIdle {
 		return 0
 	}
@@ -195,7 +198,7 @@ func (n *name) uncache() {
 // it now, one in use at its Unlock, and the name is not cached again for
 // lease/2.
 func (n *name) recall(now time.Time) (e effects) {
-	n.r.noteRecall(n.name, now)
+	n.r.noteRecall(n.id.name, now)
 	if n.st != held {
 		return e
 	}
@@ -276,7 +279,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 			// as released for the caller, who had stopped using it.
 			break
 		}
-		err = fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(n.name))
+		err = fmt.Errorf("%w: %q expired or was taken over before Unlock", ErrLockLost, truncate(n.id.name))
 	case o.code == 1 && req.mode == "1":
 		// Queued again for our waiters: the grant message wakes the head;
 		// the timer is the safety net.
@@ -454,7 +457,7 @@ const lateRun = 15 * time.Second
 func (n *name) lose(now time.Time, cause string, proof bool) (e effects) {
 	n.uncache() // a cached hold is nobody's: its loss is signalled to no one
 	if l := n.hold.lock; l != nil {
-		n.end(l, fmt.Errorf("%w: %q: %s", ErrLockLost, truncate(n.name), cause), &e)
+		n.end(l, fmt.Errorf("%w: %q: %s", ErrLockLost, truncate(n.id.name), cause), &e)
 		if l.given {
 			n.r.stats.lost.Add(1) // else handed to a waiter that had not taken it: it waits again
 		}
@@ -502,11 +505,13 @@ func (n *name) end(l *Lock, err error, e *effects) {
 	if l.h.lock == l {
 		l.h.lock = nil
 	}
-	if l.done != nil {
-		close(l.done)
-	}
-	if l.cancel != nil {
-		l.cancel(err)
+	if sig := l.sig; sig != nil {
+		if sig.done != nil {
+			close(sig.done)
+		}
+		if sig.cancel != nil {
+			sig.cancel(err)
+		}
 	}
 }
 

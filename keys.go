@@ -12,23 +12,27 @@ import (
 const MaxNameLen = keyspace.MaxNameLen
 
 // keys are the Redis keys of one lock name. They all begin with
-// "<prefix>:{<name>}", so they share a hash slot on Redis Cluster.
+// "<prefix>:{<name>}", so they share a hash slot on Redis Cluster. Only the
+// lock key is kept (renewals send it every tick, and a session may hold
+// many names): the queue and deadline keys, which only the acquire,
+// release and dequeue scripts and a queue entry's refresh need, are made
+// when used.
 type keys struct {
-	lock  string    // "<member>:<fence>" with the lease as TTL; "~<fence>" for an hour once free
-	queue string    // list of waiting sessions, oldest first
-	dead  string    // hash: waiting session -> "<deadline ms>:<lease ms>"
-	all   [3]string // lock, queue, dead: the KEYS of every script
+	lock string // "<member>:<fence>" with the lease as TTL; "~<fence>" for an hour once free
 }
+
+// queue is the list of waiting sessions, oldest first.
+func (k keys) queue() string { return k.lock + ":q" }
+
+// dead is the hash: waiting session -> "<deadline ms>:<lease ms>".
+func (k keys) dead() string { return k.lock + ":d" }
+
+// list returns lock, queue, dead: the KEYS of every script.
+func (k keys) list() []string { return []string{k.lock, k.queue(), k.dead()} }
 
 func newKeys(prefix, name string) keys {
-	k := keys{lock: keyspace.LockKey(prefix, name)}
-	k.queue = k.lock + ":q"
-	k.dead = k.lock + ":d"
-	k.all = [3]string{k.lock, k.queue, k.dead}
-	return k
+	return keys{lock: keyspace.LockKey(prefix, name)}
 }
-
-func (k *keys) list() []string { return k.all[:] }
 
 // newSemKeys returns the keys of semaphore name: its hash
 // "<prefix>:s:{<name>}" (see internal/script/semcommon.lua) in the lock
@@ -36,11 +40,7 @@ func (k *keys) list() []string { return k.all[:] }
 // so a semaphore and a lock of one name share a slot, and the ":s:" keeps
 // their keys apart.
 func newSemKeys(prefix, name string) keys {
-	q := prefix + ":s:{" + name + "}:q"
-	k := keys{lock: q[:len(q)-2], queue: q}
-	k.dead = k.lock + ":d"
-	k.all = [3]string{k.lock, k.queue, k.dead}
-	return k
+	return keys{lock: prefix + ":s:{" + name + "}"}
 }
 
 // newElectKeys returns the keys of election name: its hash
@@ -48,11 +48,7 @@ func newSemKeys(prefix, name string) keys {
 // the campaigns' values), then its queue and deadlines, apart from the
 // keys of the lock and the semaphore of the same name.
 func newElectKeys(prefix, name string) keys {
-	q := prefix + ":e:{" + name + "}:q"
-	k := keys{lock: q[:len(q)-2], queue: q}
-	k.dead = k.lock + ":d"
-	k.all = [3]string{k.lock, k.queue, k.dead}
-	return k
+	return keys{lock: prefix + ":e:{" + name + "}"}
 }
 
 // electChannel is where an election's scripts announce each change of its
@@ -95,7 +91,7 @@ func (e *opError) Unwrap() error { return e.err }
 // acquireOp names a Lock (or, with try, TryLock) call on n as its caller
 // made it: on a lock, a semaphore or an election.
 func (n *name) acquireOp(try bool) string {
-	q := strconv.Quote(truncate(n.name))
+	q := strconv.Quote(truncate(n.id.name))
 	switch {
 	case n.id.kind == semKind && try:
 		return "try a permit of semaphore " + q
@@ -111,7 +107,7 @@ func (n *name) acquireOp(try bool) string {
 
 // unlockOp names an Unlock of a hold of n.
 func (n *name) unlockOp() string {
-	q := strconv.Quote(truncate(n.name))
+	q := strconv.Quote(truncate(n.id.name))
 	switch n.id.kind {
 	case semKind:
 		return "release a permit of semaphore " + q

@@ -30,7 +30,7 @@ func lingerSetup(t *testing.T, srv *redistest.Server, lease time.Duration) (name
 		t.Fatal(err)
 	}
 	lc = waitFor(t, cGot, 5*time.Second, "c")
-	q, _ := srv.Do(t, "LRANGE", newKeys("baton", name).queue, "0", "-1").AsStrSlice()
+	q, _ := srv.Do(t, "LRANGE", newKeys("baton", name).queue(), "0", "-1").AsStrSlice()
 	if len(q) != 1 || !strings.HasPrefix(q[0], b.id) {
 		t.Fatalf("queue %v: want b lingering in it", q)
 	}
@@ -117,7 +117,7 @@ func TestCloseWhileLingering(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q, _ := srv.Do(t, "LRANGE", newKeys("baton", name).queue, "0", "-1").AsStrSlice()
+	q, _ := srv.Do(t, "LRANGE", newKeys("baton", name).queue(), "0", "-1").AsStrSlice()
 	if len(q) != 0 {
 		t.Fatalf("queue %v after the lingering client closed", q)
 	}

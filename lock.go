@@ -14,12 +14,25 @@ type Lock struct {
 	token    uint64
 	acquired time.Time
 	how      How
-	given    bool                    // guarded by the session mutex: returned to a caller, so the Observer hears of its end
-	ctx      context.Context         // guarded by the session mutex; made by Context
-	cancel   context.CancelCauseFunc // guarded by the session mutex
-	done     chan struct{}           // guarded by the session mutex; made by Done, closed by name.end
+	given    bool         // guarded by the session mutex: returned to a caller, so the Observer hears of its end
+	sig      *lockSignals // guarded by the session mutex; made by the first Done or Context: most locks never need one
 
 	err error // guarded by the session mutex: nil while held, then why it ended
+}
+
+// lockSignals are what Done and Context return, made on first use.
+type lockSignals struct {
+	ctx    context.Context         // made by Context
+	cancel context.CancelCauseFunc // made with ctx
+	done   chan struct{}           // made by Done, closed by name.end
+}
+
+// signals returns l.sig, made if new; the session mutex is held.
+func (l *Lock) signals() *lockSignals {
+	if l.sig == nil {
+		l.sig = &lockSignals{}
+	}
+	return l.sig
 }
 
 // give marks l as returned to its caller and counts it; the session
@@ -49,7 +62,7 @@ func FromContext(ctx context.Context) (*Lock, bool) {
 }
 
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.n.name }
+func (l *Lock) Name() string { return l.n.id.name }
 
 // Token returns the fencing token: it rises on every acquisition of the name
 // by any client, so a storage layer that remembers the highest token it has
@@ -61,14 +74,14 @@ func (l *Lock) Done() <-chan struct{} {
 	s := l.n.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l.done == nil {
+	if l.sig == nil || l.sig.done == nil {
 		// Made on first use: most locks never need one.
 		if l.err != nil {
 			return closedChan
 		}
-		l.done = make(chan struct{})
+		l.signals().done = make(chan struct{})
 	}
-	return l.done
+	return l.sig.done
 }
 
 // closedChan is the Done channel of a lock that ended before anyone asked.
@@ -84,14 +97,15 @@ func (l *Lock) Context() context.Context {
 	s := l.n.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l.ctx == nil {
+	if l.sig == nil || l.sig.ctx == nil {
 		// Made on first use: most locks never need one.
-		l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.Background(), lockKey{}, l))
+		sig := l.signals()
+		sig.ctx, sig.cancel = context.WithCancelCause(context.WithValue(context.Background(), lockKey{}, l))
 		if l.err != nil {
-			l.cancel(l.err)
+			sig.cancel(l.err)
 		}
 	}
-	return l.ctx
+	return l.sig.ctx
 }
 
 // Err returns nil while the lock is held, an error matching ErrLockLost once
@@ -136,7 +150,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		}
 	}
 	if obs := s.c.obs; obs != nil || s.c.log != nil {
-		ev := Event{Kind: Released, Primitive: n.id.kind.primitive(), Name: n.name, Token: l.token, Held: now.Sub(l.acquired)}
+		ev := Event{Kind: Released, Primitive: n.id.kind.primitive(), Name: n.id.name, Token: l.token, Held: now.Sub(l.acquired)}
 		if errors.Is(err, ErrLockLost) {
 			ev.Kind, ev.Err = Lost, err
 		}

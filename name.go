@@ -122,23 +122,20 @@ func (k kind) permit() bool { return k != lockKind }
 type nameID struct {
 	name string
 	kind kind
-	slot int
+	slot int32 // below maxSlots
 }
 
 // name is a session's state for one lock name or one semaphore permit
 // slot. It is guarded by the session's mutex and lives while it is not
 // idle, has waiters, or may have left something of ours in Redis (dirty).
 type name struct {
-	name    string // the lock's or the semaphore's name
-	id      nameID
-	member  string // our identity in Redis: the session's member, "<member>.<slot>" for a permit slot, "<member>.e<slot>" for a campaign slot
-	limit   int    // semaphore: its number of permits (1 for an election)
-	value   string // election: the campaign's value, sent by each acquire call
-	keys    keys
-	r       *rules
-	s       *Session // for the shell; nil in tests of the machine alone
-	unsub   func()   // for the shell: cancels the grant subscription
-	st      state
+	id      nameID    // id.name: the lock's or the semaphore's name
+	member  string    // our identity in Redis: the session's member, "<member>.<slot>" for a permit slot, "<member>.e<slot>" for a campaign slot
+	value   string    // election: the campaign's value, sent by each acquire call
+	keys    keys      // its Redis keys
+	r       *rules    // what the session's names share
+	s       *Session  // for the shell; nil in tests of the machine alone
+	unsub   func()    // for the shell: cancels the grant subscription
 	seq     uint64    // number of the call in flight; replies carry it
 	call    *request  // the call in flight
 	waiters []*waiter // FIFO; only waiters[0] acts
@@ -148,13 +145,18 @@ type name struct {
 	expect  uint64    // confirm: the grant the head's next acquire confirms
 	recheck time.Time // idle or queued with waiters: when the head asks Redis again (zero: at once)
 	entryAt time.Time // when the last call that found our queue entry in Redis was sent: a grant to us ran after it
-	stale   bool      // the key changed, or a connection dropped, while a call was in flight
-	unsure  bool      // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
 	linger  *span     // lingering: when our entry may lapse in Redis (from) and when it surely has (to)
 	dirty   *dirty    // what a call with an unknown outcome may have left of ours in Redis
 	pos     int64     // our place in the Redis queue at the last attempt (0: next)
-	sub     subState  // Redis Cluster: our subscription to the name's grant channel
 	subErr  error     // Redis Cluster: why Redis refused that subscription; waiters fail with it
+
+	// The small fields last, together: no padding between them (a
+	// session may hold many names).
+	st     state
+	sub    subState // Redis Cluster: our subscription to the name's grant channel
+	stale  bool     // the key changed, or a connection dropped, while a call was in flight
+	unsure bool     // a reply was lost since the last one we read: a grant may be one we passed on unknowingly, so it is confirmed first
+	limit  int32    // semaphore: its number of permits (1 for an election), at most MaxSemaphoreLimit
 }
 
 // subState is the state of a name's grant subscription on Redis Cluster.
@@ -177,7 +179,7 @@ type waiter struct {
 // start records req as the call in flight and returns it numbered.
 func (n *name) start(st state, req request) *request {
 	n.seq++
-	req.seq, req.limit, req.value = n.seq, n.limit, n.value
+	req.seq, req.limit, req.value = n.seq, int(n.limit), n.value
 	n.st, n.call = st, &req
 	return &req
 }
@@ -249,7 +251,7 @@ func (n *name) tryCall() (*request, error) {
 		if n.r.closed {
 			return nil, ErrClosed
 		}
-		return nil, fmt.Errorf("%w: %q is held or awaited by this session", ErrNotAcquired, truncate(n.name))
+		return nil, fmt.Errorf("%w: %q is held or awaited by this session", ErrNotAcquired, truncate(n.id.name))
 	}
 	return n.start(acquiring, request{kind: acquireCall, try: true, from: idle}), nil
 }

@@ -101,12 +101,12 @@ func newSimOn(t *testing.T, seed uint64, r *rules, id nameID) *sim {
 
 // newName is a new machine of the sim's id, as Session.nameLocked makes.
 func (s *sim) newName(r *rules) *name {
-	n := &name{name: s.id.name, id: s.id, member: r.member, r: r}
+	n := &name{id: s.id, member: r.member, r: r}
 	switch s.id.kind {
 	case semKind:
-		n.member, n.limit = r.member+"."+strconv.Itoa(s.id.slot), 2
+		n.member, n.limit = r.member+"."+strconv.Itoa(int(s.id.slot)), 2
 	case electKind:
-		n.member, n.limit = r.member+".e"+strconv.Itoa(s.id.slot), 1
+		n.member, n.limit = r.member+".e"+strconv.Itoa(int(s.id.slot)), 1
 	}
 	return n
 }
@@ -688,7 +688,7 @@ func runSession(t *testing.T, seed uint64, cohort, steps int) *counters {
 // TestNameMachine's quiet walks (BATON_MACHINE_SEEDS=4000, seed 1596).
 func TestMachineStrayGrantWhileQueued(t *testing.T) {
 	r := &rules{member: "us", lease: simLease, margin: simLease/30 + 10*time.Millisecond, cohort: 8, track: true, trackMax: 1000, stats: &counters{}}
-	n := &name{name: "n", id: nameID{name: "n"}, member: "us", r: r}
+	n := &name{id: nameID{name: "n"}, member: "us", r: r}
 	now := time.Unix(1e9, 0)
 	w := &waiter{wake: make(chan struct{}, 1)}
 	n.join(w, now)

@@ -34,7 +34,7 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 		if err != nil || k < 0 || k >= maxSlots {
 			return
 		}
-		smember, id.slot = sm, k
+		smember, id.slot = sm, int32(k)
 	}
 	s := c.session(smember)
 	if fence == 0 {
@@ -170,9 +170,9 @@ func (c *Client) subscribe() {
 // via says how scripts announce grants for n's name; see viaName.
 func (c *Client) via(n *name) string {
 	if c.sharded && n.id.kind.permit() {
-		return "S:" + semGrantChannel(c.prefix, n.name)
+		return "S:" + semGrantChannel(c.prefix, n.id.name)
 	}
-	return c.viaName(n.name)
+	return c.viaName(n.id.name)
 }
 
 // viaName says how release scripts announce grants for lock name: on the grantee's

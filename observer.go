@@ -205,7 +205,7 @@ func (c *Client) reportEnded(ls []*Lock) {
 	for _, l := range ls {
 		// l.err was set before the transition that ended l unlocked, and
 		// never changes again.
-		ev := Event{Kind: Released, Primitive: l.n.id.kind.primitive(), Name: l.n.name, Token: l.token, Held: now.Sub(l.acquired), Err: l.err}
+		ev := Event{Kind: Released, Primitive: l.n.id.kind.primitive(), Name: l.n.id.name, Token: l.token, Held: now.Sub(l.acquired), Err: l.err}
 		if errors.Is(l.err, ErrLockLost) {
 			ev.Kind = Lost
 		}

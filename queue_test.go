@@ -72,8 +72,8 @@ func TestCohortBound(t *testing.T) {
 func injectEntry(t *testing.T, srv *redistest.Server, name, member string, deadline, lease time.Duration) {
 	k := newKeys("baton", name)
 	now := time.Now()
-	srv.Do(t, "RPUSH", k.queue, member)
-	srv.Do(t, "HSET", k.dead, member, fmt.Sprintf("%d:%d", now.Add(deadline).UnixMilli(), lease.Milliseconds()))
+	srv.Do(t, "RPUSH", k.queue(), member)
+	srv.Do(t, "HSET", k.dead(), member, fmt.Sprintf("%d:%d", now.Add(deadline).UnixMilli(), lease.Milliseconds()))
 }
 
 // TestQueueEntryOfCrashedSession: an entry whose deadline passed is pruned
@@ -171,10 +171,10 @@ func TestGrantToWaiterThatGaveUp(t *testing.T) {
 	}
 	k := newKeys("baton", name)
 	v0, _ := srv.Do(t, "GET", k.lock).ToString()
-	if n, _ := srv.Do(t, "EXISTS", k.queue, k.dead).AsInt64(); n != 0 || lockHeld(t, srv, name) {
+	if n, _ := srv.Do(t, "EXISTS", k.queue(), k.dead()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
 		t.Logf("n=%d lock then %q", n, v0)
-		q, _ := srv.Do(t, "LRANGE", k.queue, "0", "-1").AsStrSlice()
-		d, _ := srv.Do(t, "HGETALL", k.dead).AsStrMap()
+		q, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice()
+		d, _ := srv.Do(t, "HGETALL", k.dead()).AsStrMap()
 		v, _ := srv.Do(t, "GET", k.lock).ToString()
 		t.Fatalf("left: queue %v deadlines %v lock %q (a %s, b %s, c %s)", q, d, v, a.id[:6], b.id[:6], c.id[:6])
 	}

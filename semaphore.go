@@ -92,15 +92,15 @@ func (m *Semaphore) slotLocked(wait bool) (*name, error) {
 	var free, linger, fewest *name
 	k := 0
 	for ; k < maxSlots; k++ {
-		n := s.names[nameID{name: m.name, kind: semKind, slot: k}]
+		n := s.names[nameID{name: m.name, kind: semKind, slot: int32(k)}]
 		if n == nil {
 			break
 		}
 		if n.limit == 0 {
-			n.limit = m.limit // made by a grant before the limit was known
+			n.limit = int32(m.limit) // made by a grant before the limit was known
 		}
 		switch {
-		case n.limit != m.limit && (n.st != idle || len(n.waiters) > 0):
+		case int(n.limit) != m.limit && (n.st != idle || len(n.waiters) > 0):
 			return nil, fmt.Errorf("%w: semaphore %q is in use in this session with limit %d, this Semaphore has limit %d",
 				ErrLimitMismatch, truncate(m.name), n.limit, m.limit)
 		case len(n.waiters) > 0:
@@ -120,13 +120,13 @@ func (m *Semaphore) slotLocked(wait bool) (*name, error) {
 	case free != nil:
 		n = free
 	case k < maxSlots:
-		n = s.nameLocked(nameID{name: m.name, kind: semKind, slot: k}, m.limit)
+		n = s.nameLocked(nameID{name: m.name, kind: semKind, slot: int32(k)}, m.limit)
 	case wait && fewest != nil:
 		n = fewest
 	default:
 		return nil, fmt.Errorf("%w: %q: %d permit slots of this session are held or awaited", ErrNotAcquired, truncate(m.name), maxSlots)
 	}
-	n.limit = m.limit
+	n.limit = int32(m.limit)
 	return n, nil
 }
 
@@ -146,7 +146,7 @@ func (s *Session) semLimitLocked(id nameID) int {
 	}
 	for k, n := range s.names {
 		if k.kind == semKind && k.name == id.name && n.limit > 0 {
-			return n.limit
+			return int(n.limit)
 		}
 	}
 	return 0

@@ -289,7 +289,7 @@ func TestSemaphoreGiveUp(t *testing.T) {
 		got <- err
 	}()
 	waitFor(t, qb, 5*time.Second, "waiter to queue")
-	if n, _ := srv.Do(t, "LLEN", k.queue).AsInt64(); n != 1 {
+	if n, _ := srv.Do(t, "LLEN", k.queue()).AsInt64(); n != 1 {
 		t.Fatalf("queue length %d while waiting, want 1", n)
 	}
 	cancel()
@@ -299,7 +299,7 @@ func TestSemaphoreGiveUp(t *testing.T) {
 	// Acquire returns at ctx's end; leaving the queue goes on in the
 	// background.
 	within(t, 2*time.Second, "queue keys left after the waiter gave up", func() error {
-		if n, _ := srv.Do(t, "EXISTS", k.queue, k.dead).AsInt64(); n != 0 {
+		if n, _ := srv.Do(t, "EXISTS", k.queue(), k.dead()).AsInt64(); n != 0 {
 			return fmt.Errorf("%d of the queue keys left", n)
 		}
 		return nil
@@ -380,7 +380,7 @@ func TestSemaphoreTryAcquire(t *testing.T) {
 	if _, err := mb.TryAcquire(ctx); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("third TryAcquire, other client: %v", err)
 	}
-	if n, _ := srv.Do(t, "EXISTS", newSemKeys(DefaultKeyPrefix, name).queue).AsInt64(); n != 0 {
+	if n, _ := srv.Do(t, "EXISTS", newSemKeys(DefaultKeyPrefix, name).queue()).AsInt64(); n != 0 {
 		t.Fatal("TryAcquire left a queue entry")
 	}
 	if ls[0].Token() == ls[1].Token() {

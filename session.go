@@ -66,7 +66,7 @@ func (s *Session) Held() []HeldLock {
 	var out []HeldLock
 	for _, n := range s.names {
 		if h := n.hold; n.st == held && h.lock != nil {
-			out = append(out, HeldLock{Kind: n.id.kind.primitive(), Name: n.name, Instance: s.c.instance, Token: h.lock.token, Owner: h.owner, AcquiredAt: h.lock.acquired, Deadline: h.deadline})
+			out = append(out, HeldLock{Kind: n.id.kind.primitive(), Name: n.id.name, Instance: s.c.instance, Token: h.lock.token, Owner: h.owner, AcquiredAt: h.lock.acquired, Deadline: h.deadline})
 		}
 	}
 	return out
@@ -185,7 +185,7 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 // returns; pick runs with s.mu held, once the session is known open.
 func (s *Session) acquireOn(ctx context.Context, p Primitive, lname string, wait bool, pick func() (*name, error)) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
-		n := &name{name: lname, id: nameID{name: lname, kind: p.kind()}}
+		n := &name{id: nameID{name: lname, kind: p.kind()}}
 		return nil, &opError{n.acquireOp(!wait), err}
 	}
 	if !s.c.enter() {
@@ -335,7 +335,7 @@ func (s *Session) tryLock(ctx context.Context, n *name, req *request) (*Lock, er
 	case closed:
 		return nil, ErrClosed
 	}
-	return nil, fmt.Errorf("%w: %q", ErrNotAcquired, truncate(n.name))
+	return nil, fmt.Errorf("%w: %q", ErrNotAcquired, truncate(n.id.name))
 }
 
 // giveLock hands l to its caller (see Lock.give) unless it has ended
@@ -391,7 +391,7 @@ func (s *Session) Waiting() map[string]int {
 	out := make(map[string]int)
 	for _, n := range s.names {
 		if k := len(n.waiters); k > 0 {
-			out[n.name] += k
+			out[n.id.name] += k
 		}
 	}
 	return out

@@ -116,14 +116,14 @@ func (s *Session) transitionName(id nameID, t func(n *name, now time.Time) effec
 func (s *Session) nameLocked(id nameID, limit int) *name {
 	n := s.names[id]
 	if n == nil {
-		n = &name{name: id.name, id: id, member: s.member, keys: newKeys(s.c.prefix, id.name), r: &s.rules, s: s}
+		n = &name{id: id, member: s.member, keys: newKeys(s.c.prefix, id.name), r: &s.rules, s: s}
 		switch id.kind {
 		case semKind:
-			n.member = s.member + "." + strconv.Itoa(id.slot)
+			n.member = s.member + "." + strconv.Itoa(int(id.slot))
 			n.keys = newSemKeys(s.c.prefix, id.name)
-			n.limit = limit
+			n.limit = int32(limit)
 		case electKind:
-			n.member = s.member + ".e" + strconv.Itoa(id.slot)
+			n.member = s.member + ".e" + strconv.Itoa(int(id.slot))
 			n.keys = newElectKeys(s.c.prefix, id.name)
 			n.limit = 1
 		}
@@ -328,7 +328,7 @@ func (s *Session) run(ctx context.Context, n *name, req *request) error {
 				return n.dequeueReply(req.seq, now, fence, derr)
 			})
 			if derr != nil {
-				err = &opError{"leave the queue of " + strconv.Quote(truncate(n.name)), fmt.Errorf("%w; the entry lapses within a lease", derr)}
+				err = &opError{"leave the queue of " + strconv.Quote(truncate(n.id.name)), fmt.Errorf("%w; the entry lapses within a lease", derr)}
 			}
 		})
 		if !done {

@@ -152,9 +152,9 @@ func subEnded[L comparable](c *Client, subs map[string]*subscription[L], name st
 // into e.
 func (s *Session) listenGrants(n *name, e *effects) func() {
 	c := s.c
-	ch := grantChannel(c.prefix, n.name)
+	ch := grantChannel(c.prefix, n.id.name)
 	if n.id.kind.permit() {
-		ch = semGrantChannel(c.prefix, n.name)
+		ch = semGrantChannel(c.prefix, n.id.name)
 	}
 	leave, ready := listen(c, c.grantSubs, channel[*name]{
 		name:      ch,

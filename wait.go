@@ -86,7 +86,7 @@ func (s *Session) wait(ctx context.Context, n *name, w *waiter) (*Lock, error) {
 // observeWaiting reports that a Lock call waits for n.
 func (s *Session) observeWaiting(ctx context.Context, n *name) {
 	if obs := s.c.obs; obs != nil {
-		obs.Observe(ctx, Event{Kind: Waiting, Primitive: n.id.kind.primitive(), Name: n.name})
+		obs.Observe(ctx, Event{Kind: Waiting, Primitive: n.id.kind.primitive(), Name: n.id.name})
 	}
 }
 
@@ -187,7 +187,7 @@ func (s *Session) attempt(ctx context.Context, n *name, req *request, bo **backo
 			return e
 		})
 		if h := s.c.onQueued; sleeps && h != nil {
-			h(n.name, a.pos)
+			h(n.id.name, a.pos)
 		}
 		err = cerr
 	})

@@ -36,10 +36,10 @@ func TestWaitDeadline(t *testing.T) {
 	// Lock returns at ctx's end; leaving the queue goes on in the
 	// background.
 	within(t, 2*time.Second, "the waiter's queue entry", func() error {
-		if n, _ := srv.Do(t, "LLEN", k.queue).AsInt64(); n != 0 {
+		if n, _ := srv.Do(t, "LLEN", k.queue()).AsInt64(); n != 0 {
 			return fmt.Errorf("queue holds %d entries after the waiter gave up", n)
 		}
-		if n, _ := srv.Do(t, "EXISTS", k.dead).AsInt64(); n != 0 {
+		if n, _ := srv.Do(t, "EXISTS", k.dead()).AsInt64(); n != 0 {
 			return errors.New("queue deadlines left after the waiter gave up")
 		}
 		return nil
@@ -76,7 +76,7 @@ func TestWaitDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	l2.Unlock(ctx)
-	if n, _ := srv.Do(t, "EXISTS", k.queue, k.dead).AsInt64(); n != 0 || lockHeld(t, srv, name) {
+	if n, _ := srv.Do(t, "EXISTS", k.queue(), k.dead()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
 		t.Fatalf("%d keys left", n)
 	}
 }
