@@ -48,6 +48,31 @@ var issue16Shapes = []workloadShape{
 		share: 0.7, observers: true, children: true},
 }
 
+// The workload shape of lock caching (Options.CacheIdle, default 50 ms):
+//
+//   - cache-bursts: three Clients (leases 300 ms, 1 s, 10 s; their extra
+//     sessions closed and re-made, the Clients restarted, as in the other
+//     shapes) share three lock names; each of their two workers makes
+//     bursts of 3-30 back-to-back Lock/Do/TryLock calls on one name in one
+//     session (holds mostly under 2 ms, no think time), then idles
+//     10-150 ms, so that a session's next burst finds the name still
+//     cached, or recalled by another session's burst meanwhile, or
+//     released as its cache time ran out, and a name recalled is cached
+//     again once its recall is LeaseTTL/2 old. Every oracle judges it as
+//     any other shape: (d) also the waits on a name cached in another
+//     session (held in Redis, free by the record: a recall is one
+//     message, so the bound holds). It fails unless some acquisitions came
+//     from the cache (Event.How) and some cached lock was recalled: granted
+//     to another session after a read of the key found it still cached
+//     (see internal/checker/workload_cache.go). Short holds keep the names
+//     idle part of the time: with holds of up to 10 ms the names are
+//     nearly always contended, so locks are mostly granted, which are
+//     not cached, and another session rarely meets a cached one.
+var cacheShapes = []workloadShape{
+	{name: "cache-bursts", leases: mixedLeases, names: 3,
+		share: 0.7, goroutines: 2, maxHold: 2 * time.Millisecond, bursts: true},
+}
+
 // duration is the shape's share of d.
 func (sh workloadShape) duration(d time.Duration) time.Duration {
 	if sh.share <= 0 {
@@ -65,6 +90,9 @@ func (sh workloadShape) configure(cfg *checker.Workload) {
 	if sh.children {
 		cfg.Child = func() *exec.Cmd { return exec.Command(os.Args[0], "-test.run=^TestWorkloadChild$") }
 	}
+	if sh.bursts {
+		cfg.Bursts = &checker.Bursts{}
+	}
 }
 
 // checkRan fails if what the shape is for did not happen.
@@ -77,6 +105,9 @@ func (sh workloadShape) checkRan(t *testing.T, rep checker.WorkloadReport) {
 		t.Fatalf("%d children: %d acquisitions, %d killed while waiting", rep.Children, rep.ChildHolds, rep.ChildKilledWaiting)
 	case sh.outside && !strings.Contains(rep.Changes, "DEL"):
 		t.Fatalf("outside changes %q: no DEL", rep.Changes)
+	case sh.bursts && (rep.CachedAcquisitions == 0 || rep.Recalls == 0):
+		t.Fatalf("lock caching not exercised: %d acquisitions from the cache, %d recalls of a cached lock seen",
+			rep.CachedAcquisitions, rep.Recalls)
 	}
 }
 

@@ -20,8 +20,9 @@ import (
 // and re-made, 1-16 names (some of them semaphores of 2 or 3 permits, or
 // an election), random Lock/TryLock/Unlock/Do, Acquire/TryAcquire and
 // Campaign with random ctx deadlines (down to tens of microseconds),
-// cancels and holds, with and without faults. The oracles are documented
-// on checker.WorkloadReport.
+// cancels and holds, with and without faults, and in one shape bursts of
+// calls on one name with idle gaps (lock caching). The oracles are
+// documented on checker.WorkloadReport.
 //
 // BATON_SOAK_DURATION is the total time of TestWorkload, shared equally by
 // its shapes (default 3 s a shape, 1 s with -short); `make soak` sets it.
@@ -48,6 +49,9 @@ type workloadShape struct {
 	outside    bool          // DEL of held keys and FLUSHALL from outside
 	latency    time.Duration // one-way latency (plus as much jitter) of every Client's connections
 	pauses     bool          // CLIENT PAUSE 50 WRITE at random times, with a FaultGrace of 100 ms
+
+	// Lock caching (see workload_shapes_test.go).
+	bursts bool // workers in bursts with idle gaps (checker.Bursts, defaults)
 }
 
 var workloadShapes = []workloadShape{
@@ -65,6 +69,7 @@ var workloadShapes = []workloadShape{
 	// released, timed out and closed.
 	{name: "sems", leases: mixedLeases, names: 1, sems: []int{2, 3}, elect: 1, cohort: []int{0, 1, 2}, observers: true},
 	issue16Shapes[0], issue16Shapes[1], issue16Shapes[2], issue16Shapes[3],
+	cacheShapes[0],
 }
 
 var mixedLeases = []time.Duration{300 * time.Millisecond, time.Second, 10 * time.Second}

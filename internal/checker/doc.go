@@ -40,7 +40,11 @@
 // keys from outside (WorkloadControl.Outside, workload_outside.go), run
 // Observe readers (workload_observe.go, workload_subs.go) and start child
 // processes it SIGKILLs while they wait or hold (RunChild,
-// workload_children.go).
+// workload_children.go). With Workload.Bursts its workers alternate bursts
+// of calls on one name with idle gaps, so that lock caching, recalls and
+// re-caching interleave; the report counts acquisitions by how baton made
+// them (Event.How) and the recalls of cached locks it saw
+// (workload_cache.go).
 //
 // The package depends only on baton, rueidis and goleak: it knows nothing
 // of how the servers or proxies it talks to were started. A fault function

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonlock/baton"
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 )
@@ -53,17 +54,23 @@ type wrun struct {
 	// netAfterCtx counts network errors returned by a call whose ctx had
 	// ended (a dial or read cut short by it): allowed, counted.
 	netAfterCtx int
-	samples     [][]sample // per name, what Redis held, on every change
-	byName      [][]*whold // per name, by acquisition (set by analyse)
-	nearIdle    []idleCase // idle stretches within the bound (analyse)
+	samples     [][]sample    // per name, what Redis held, on every change
+	sampleGap   time.Duration // longest between two reads of the sampler (read once it stopped)
+	byName      [][]*whold    // per name, by acquisition (set by analyse)
+	nearIdle    []idleCase    // idle stretches within the bound (analyse)
 
-	changes  []change         // outside changes (WorkloadControl.Outside)
-	toldLate map[*whold]bool  // old holders (b) reported as told late
-	nkids    int              // children started
-	kids     []*wchild        // children killed and reaped
-	obs      []*wobserve      // Observe calls, once ended
-	liveObs  map[*wclient]int // Observe calls running, per Client
-	subLag   time.Duration    // longest (l) waited for subscriptions to go
+	changes    []change         // outside changes (WorkloadControl.Outside)
+	toldLate   map[*whold]bool  // old holders (b) reported as told late
+	nkids      int              // children started
+	kids       []*wchild        // children killed and reaped
+	obs        []*wobserve      // Observe calls, once ended
+	liveObs    map[*wclient]int // Observe calls running, per Client
+	subLag     time.Duration    // longest (l) waited for subscriptions to go
+	bursts     int              // bursts begun (Workload.Bursts)
+	afterBurst [][]sample       // per lock name, its key read at the end of each burst
+
+	howMu sync.Mutex
+	hows  map[howKey]baton.How // how each acquisition was made, from the Observer (workload_cache.go)
 
 	watch sync.WaitGroup
 }
@@ -130,6 +137,7 @@ func newWrun(cfg Workload) (*wrun, error) {
 		members:  map[string]*wsession{},
 		liveObs:  map[*wclient]int{},
 		toldLate: map[*whold]bool{},
+		hows:     map[howKey]baton.How{},
 		fails:    map[string][]string{},
 		nfails:   map[string]int{},
 	}
@@ -225,6 +233,10 @@ func (r *wrun) start(rng *rand.Rand, workers, closers *sync.WaitGroup) {
 	for slot := range cfg.Leases {
 		for range cfg.Goroutines {
 			seed := rng.Uint64()
+			if cfg.Bursts != nil {
+				workers.Go(func() { r.burstWorker(slot, rand.New(rand.NewPCG(cfg.Seed, seed))) })
+				continue
+			}
 			workers.Go(func() { r.worker(slot, rand.New(rand.NewPCG(cfg.Seed, seed))) })
 		}
 	}

@@ -30,6 +30,9 @@ func (r *wrun) analyse() WorkloadReport {
 	holds, waiters := r.byNameLocked(&rep)
 	idle := r.judgeNamesLocked(&rep, holds, waiters)
 	r.idleStatsLocked(&rep, idle)
+	r.cacheLocked(&rep, holds)
+	rep.Bursts = r.bursts
+	rep.MaxSamplerGap = r.sampleGap
 	r.judgeObservedLocked(&rep)
 	if len(r.clients) > 0 && uint64(rep.LossesSignalled) != rep.LostStats {
 		// Stats.Lost counts exactly the losses callers were told of.
@@ -54,6 +57,7 @@ func (r *wrun) countClosesLocked(rep *WorkloadReport) {
 	rep.Clients, rep.Sessions = len(r.clients), len(r.sessions)
 	for _, cl := range r.clients {
 		rep.LostStats += cl.stats.Lost
+		rep.CachedStats += cl.stats.Cached
 	}
 	for _, c := range r.closes {
 		if c.what == "Session.Close" {
@@ -96,6 +100,7 @@ func (r *wrun) byNameLocked(rep *WorkloadReport) (holds [][]*whold, waiters [][]
 		}
 	}
 	rep.Acquisitions = len(r.holds)
+	r.setHowsLocked(rep)
 	r.byName = holds
 	return holds, waiters
 }
@@ -141,9 +146,14 @@ func (r *wrun) idleStatsLocked(rep *WorkloadReport, idle []time.Duration) {
 	}
 }
 
-// holdText describes a hold for messages.
+// holdText describes a hold for messages: its session, token, call and
+// how baton says it was acquired (when the Observer told).
 func (r *wrun) holdText(h *whold) string {
-	return fmt.Sprintf("%s token %d (%s, called %s, returned %s)", h.sess.label, h.token, h.call.op, r.at(h.call.start), r.at(h.acquired))
+	op := h.call.op.String()
+	if h.how != 0 {
+		op += " " + h.how.String()
+	}
+	return fmt.Sprintf("%s token %d (%s, called %s, returned %s)", h.sess.label, h.token, op, r.at(h.call.start), r.at(h.acquired))
 }
 
 func (r *wrun) endText(h *whold) string {

@@ -55,6 +55,9 @@ func (r *wrun) newClient(slot, gen int, rng *rand.Rand) (*wclient, error) {
 	o.LeaseTTL = r.cfg.Leases[slot]
 	o.KeyPrefix = r.cfg.KeyPrefix
 	o.Redis.ClientName = r.clientName(label) // oracle (l) finds its connections by it
+	if r.cfg.Bursts != nil {
+		o.Observer = r.observer(o.Observer) // how each acquisition was made (the cache shape's checks)
+	}
 	var c *baton.Client
 	var err error
 	for try := 0; ; try++ {

@@ -105,8 +105,43 @@ type Workload struct {
 	// each; default 300ms, 1s.
 	ChildLeases []time.Duration
 
+	// Bursts, if set, makes every worker alternate bursts with idle gaps
+	// instead of calling at random: see Bursts.
+	Bursts *Bursts
+
 	// LeakOptions are passed to goleak (oracle (h)).
 	LeakOptions []goleak.Option
+}
+
+// Bursts shape the workers' calls after how lock caching is used
+// (baton.Options.CacheIdle): each worker picks a session of its Client and
+// a name, makes a run of MinCalls to MaxCalls calls (Lock, Do or TryLock,
+// each followed by its hold and Unlock, with no think time between them) on
+// that name in that session, then does nothing for MinGap to MaxGap, and
+// again. Around CacheIdle, the gap leaves the name sometimes still cached
+// when the next burst of the session begins, sometimes recalled by
+// another Client's burst meanwhile, sometimes released as its cache time
+// ran out. The zero value of a field selects its default.
+type Bursts struct {
+	MinCalls, MaxCalls int           // calls in one burst; default 3 and 30
+	MinGap, MaxGap     time.Duration // idle gap after a burst; default 10ms and 150ms
+}
+
+func (b *Bursts) defaults() {
+	if b.MinCalls <= 0 {
+		b.MinCalls = 3
+	}
+	if b.MaxCalls <= 0 {
+		b.MaxCalls = 30
+	}
+	b.MaxCalls = max(b.MaxCalls, b.MinCalls)
+	if b.MinGap <= 0 {
+		b.MinGap = 10 * time.Millisecond
+	}
+	if b.MaxGap <= 0 {
+		b.MaxGap = 150 * time.Millisecond
+	}
+	b.MaxGap = max(b.MaxGap, b.MinGap)
 }
 
 func (cfg *Workload) defaults() error {
@@ -174,6 +209,11 @@ func (cfg *Workload) defaults() error {
 	}
 	if len(cfg.ChildLeases) == 0 {
 		cfg.ChildLeases = []time.Duration{300 * time.Millisecond, time.Second}
+	}
+	if cfg.Bursts != nil {
+		b := *cfg.Bursts // the caller's stays as it was
+		b.defaults()
+		cfg.Bursts = &b
 	}
 	if cfg.CloseBound <= 0 {
 		cfg.CloseBound = slices.Max(append(slices.Clone(cfg.Leases), cfg.SessionLeases...)) + time.Second

@@ -19,6 +19,7 @@ type whold struct {
 	name     int
 	token    uint64
 	acquired time.Time // Lock/TryLock returned, or Do's fn began
+	how      baton.How // as the Observer said (set by analyse; 0: unknown)
 	// Set by the holder.
 	returnedEnded error // Err() was already non-nil when Lock returned
 	errAtEnd      error // Err() just before Unlock

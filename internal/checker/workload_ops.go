@@ -107,19 +107,28 @@ func (r *wrun) holdTime(rng *rand.Rand) time.Duration {
 	}
 }
 
-// operate makes one random call on ws and, if it got the lock, holds it
-// and releases it.
+// operate makes one random call on a random name of ws and, if it got the
+// lock, holds it and releases it.
 func (r *wrun) operate(ws *wsession, rng *rand.Rand) {
-	var op opKind
+	op := randomOp(rng)
+	r.operateOn(ws, op, rng.IntN(len(r.names)), rng)
+}
+
+// randomOp picks Lock (half the time), Do or TryLock.
+func randomOp(rng *rand.Rand) opKind {
 	switch p := rng.IntN(100); {
 	case p < 50:
-		op = opLock
+		return opLock
 	case p < 75:
-		op = opDo
-	default:
-		op = opTry
+		return opDo
 	}
-	name := rng.IntN(len(r.names))
+	return opTry
+}
+
+// operateOn makes call op (Acquire, TryAcquire or Campaign instead on a
+// semaphore or election) on name in ws and, if it got the lock, holds it
+// and releases it.
+func (r *wrun) operateOn(ws *wsession, op opKind, name int, rng *rand.Rand) {
 	nm := r.names[name]
 	if r.limits[name] > 0 {
 		op = r.semOp(name, op)
@@ -277,6 +286,10 @@ func (r *wrun) judgeUnlock(h *whold, err error, ctx context.Context, deadline ti
 	closeStart := h.sess.closeStart
 	r.mu.Unlock()
 	what := fmt.Sprintf("Unlock of %s token %d by %s (acquired %s by %s)", r.names[h.name], h.token, h.sess.label, r.at(h.acquired), h.call.op)
+	if h.unlockTimeout > 0 {
+		what = fmt.Sprintf("Unlock of %s token %d by %s (acquired %s by %s, Unlock called %s with a ctx of %v)",
+			r.names[h.name], h.token, h.sess.label, r.at(h.acquired), h.call.op, r.at(h.unlockAt), h.unlockTimeout)
+	}
 	switch {
 	case kind == "lost":
 		// Judged against the fault windows in analyse.

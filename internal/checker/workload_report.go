@@ -180,6 +180,23 @@ type WorkloadReport struct {
 
 	Children, ChildHolds, ChildKilledWaiting int // child processes; their acquisitions; those killed while waiting
 
+	// Lock caching (workload_cache.go). Hows counts the acquisitions by
+	// how baton made them (Event.How: free, handoff, granted, cached;
+	// "child" for a child process's, "unknown" when no Acquired event
+	// named them).
+	Hows               map[string]int
+	CachedAcquisitions int    // of the acquisitions, taken from the session's cache
+	CachedStats        uint64 // sum of Client.Stats().Cached, each read just before its Client's Close
+	Bursts             int    // bursts begun (Workload.Bursts)
+	// Recalls are the acquisitions granted to a session from another's
+	// cached lock; RecallWaitP50 and RecallWaitMax the time from the
+	// cached lock's Unlock (or the call, if later) to the acquisition.
+	// Recached are the cachings of a name by a session again after one
+	// of its recalls; CacheRanOut the cached locks released unasked.
+	// Lower bounds: each needs a read of the cached key.
+	Recalls, Recached, CacheRanOut int
+	RecallWaitP50, RecallWaitMax   time.Duration
+
 	Observes, LeadersSeen int           // Observe calls and the leaders they reported (k)
 	Phantoms, DeadLeaders int           // leaders read whose Campaign returned an error, or a child's killed while waiting (k)
 	MaxSubLag             time.Duration // longest a subscription outlived its Observe or Client (l), when it went in time
@@ -191,6 +208,11 @@ type WorkloadReport struct {
 	// NearIdle describes the three longest idle stretches (d) within the
 	// bound (above a quarter of it), to tell noise from near misses.
 	NearIdle []string
+	// MaxSamplerGap is the longest time between two reads of the sampler
+	// (one every 10 ms, each of every name, one after the other): well
+	// above 10 ms, a read was slow or the whole process stalled (GC, the
+	// race detector, a busy machine), which waits (d) carry too.
+	MaxSamplerGap time.Duration
 }
 
 // Check returns the run's failures, or nil.
@@ -243,8 +265,8 @@ func (r WorkloadReport) String() string {
 		fmtMap(r.Calls), r.Acquisitions, r.TryLockBusy, r.CtxEnded, r.LossesSignalled, r.LostStats)
 	fmt.Fprintf(&b, "closes: %d Session.Close (max %s), %d Client.Close (max %s)\n",
 		r.SessionCloses, ms(r.MaxSessionClose), r.ClientCloses, ms(r.MaxClientClose))
-	fmt.Fprintf(&b, "idle waits (d): %d waits with a free stretch, p50 %s, p99 %s, max %s; most turns of one session in one wait (e): %d\n",
-		r.IdleWaits, ms(r.IdleP50), ms(r.IdleP99), ms(r.IdleMax), r.MaxTurns)
+	fmt.Fprintf(&b, "idle waits (d): %d waits with a free stretch, p50 %s, p99 %s, max %s (longest between two sampler reads %s); most turns of one session in one wait (e): %d\n",
+		r.IdleWaits, ms(r.IdleP50), ms(r.IdleP99), ms(r.IdleMax), ms(r.MaxSamplerGap), r.MaxTurns)
 	if len(r.Semaphores) > 0 || r.Elections > 0 {
 		fmt.Fprintf(&b, "semaphores %v: %d permits acquired; elections %d: %d leaderships; at most %d holders of one at once\n",
 			r.Semaphores, r.PermitAcquisitions, r.Elections, r.Leaderships, r.MaxPermits)
@@ -252,6 +274,10 @@ func (r WorkloadReport) String() string {
 	if r.Changes != "" {
 		fmt.Fprintf(&b, "outside changes: %s; overlaps after one: %d told in time, %d told late (max lag %s); old holders told late %v\n",
 			r.Changes, r.ToldInTime, r.ToldLate, ms(r.MaxTellLag), fmtMap(r.LateHolders))
+	}
+	if r.CachedAcquisitions > 0 || r.Bursts > 0 {
+		fmt.Fprintf(&b, "caching: acquisitions by how %v (Stats.Cached %d); %d bursts; recalls of a cached lock %d (wait p50 %s, max %s), cached again after a recall %d, cache time ran out %d\n",
+			fmtMap(r.Hows), r.CachedStats, r.Bursts, r.Recalls, ms(r.RecallWaitP50), ms(r.RecallWaitMax), r.Recached, r.CacheRanOut)
 	}
 	if r.Children > 0 {
 		fmt.Fprintf(&b, "children: %d killed, %d acquisitions, %d killed while waiting\n", r.Children, r.ChildHolds, r.ChildKilledWaiting)

@@ -14,11 +14,14 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// sample is what Redis held for a name, read between sent and got.
+// sample is what Redis held for a name, read between sent and got, and
+// read again unchanged by every read until the one between lastSent and
+// lastGot (the same as sent and got if none).
 type sample struct {
-	sent, got time.Time
-	value     string   // the lock key ("" if none); a semaphore's holder fields, sorted, space-separated
-	queue     []string // the queue list
+	sent, got         time.Time
+	lastSent, lastGot time.Time
+	value             string   // the lock key ("" if none); a semaphore's holder fields, sorted, space-separated
+	queue             []string // the queue list
 }
 
 // sampler reads every name's lock key (a semaphore's holders) and queue
@@ -28,12 +31,18 @@ func (r *wrun) sampler(stop <-chan struct{}) {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	last := make([]string, len(r.names))
+	var prev time.Time
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
+		now := time.Now()
+		if !prev.IsZero() {
+			r.sampleGap = max(r.sampleGap, now.Sub(prev))
+		}
+		prev = now
 		b := r.rc.B()
 		cmds := make(rueidis.Commands, 0, 2*len(r.names))
 		for i := range r.names {
@@ -63,10 +72,12 @@ func (r *wrun) sampler(stop <-chan struct{}) {
 			}
 			fp := v + "|" + strings.Join(q, ",")
 			if fp == last[i] {
+				s := &r.samples[i][len(r.samples[i])-1]
+				s.lastSent, s.lastGot = sent, got
 				continue
 			}
 			last[i] = fp
-			r.samples[i] = append(r.samples[i], sample{sent, got, v, q})
+			r.samples[i] = append(r.samples[i], sample{sent: sent, got: got, lastSent: sent, lastGot: got, value: v, queue: q})
 		}
 	}
 }
@@ -152,7 +163,11 @@ func (r *wrun) redisDuring(name int, from, to time.Time) string {
 		if at.Before(from) {
 			at = from // the state as the stretch began
 		}
-		parts = append(parts, fmt.Sprintf("%s %s, queue %s", r.at(ss[i].sent), r.ownerText(name, ss[i].value, at, !described[ss[i].value]), q))
+		again := ""
+		if ss[i].lastSent.After(ss[i].sent) {
+			again = ", read so until " + r.at(ss[i].lastSent)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s, queue %s%s", r.at(ss[i].sent), r.ownerText(name, ss[i].value, at, !described[ss[i].value]), q, again))
 		described[ss[i].value] = true
 	}
 	return "Redis (sampled every 10ms): " + strings.Join(parts, "; ")
