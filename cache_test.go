@@ -319,3 +319,63 @@ func TestCacheRecallBehindDeadEntries(t *testing.T) {
 		t.Fatalf("b got the lock after %d turns of a's: when a's fence ran out, not at a renewal", turns)
 	}
 }
+
+// TestTrackedHoldsBound: Redis tracks at most TrackedHolds held keys per
+// session (tracking 10,000 held keys cost half a core); the holds beyond
+// it still hear of a DEL, at their next renewal.
+func TestTrackedHoldsBound(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{2, 0} {
+		t.Run(strconv.Itoa(limit), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			c := newClient(t, srv, Options{TrackedHolds: limit, LeaseTTL: time.Second})
+			ctx := ctxTimeout(t, 10*time.Second)
+			var ls []*Lock
+			for i := range 5 {
+				l, err := c.Lock(ctx, uniqueName(t)+strconv.Itoa(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ls = append(ls, l)
+			}
+			tracked := func() int {
+				n, _ := strconv.Atoi(srv.Info(t, "stats")["tracking_total_keys"])
+				return n
+			}
+			want := 5 // the default bound is 1,000
+			if limit > 0 {
+				want = limit
+			}
+			// A new hold is first renewed (and tracked) 50 ms in; then every
+			// lease/3 all of them are: the bound holds at every tick.
+			within(t, 5*time.Second, "the first checks", func() error {
+				if n := tracked(); n < want {
+					return fmt.Errorf("%d keys tracked", n)
+				}
+				return nil
+			})
+			ticks := c.Stats().RenewalErrors // unchanged: the renewals succeed
+			deadline := time.Now().Add(time.Second)
+			for time.Now().Before(deadline) {
+				if n := tracked(); n > want {
+					t.Fatalf("%d keys tracked, want at most %d", n, want)
+				}
+				time.Sleep(10 * time.Millisecond) // sampling, not ordering
+			}
+			for _, l := range ls {
+				srv.Do(t, "DEL", newKeys("baton", l.Name()).lock)
+			}
+			for _, l := range ls {
+				select {
+				case <-l.Done():
+				case <-ctx.Done():
+					t.Fatalf("%s not told of its DEL", l.Name())
+				}
+			}
+			if st := c.Stats(); st.Lost != 5 || st.RenewalErrors != ticks {
+				t.Fatalf("Stats: %d lost, %d renewal errors; want 5, %d", st.Lost, st.RenewalErrors, ticks)
+			}
+		})
+	}
+}
