@@ -36,6 +36,17 @@ func cached(t *testing.T, srv *redistest.Server, c *Client, name string) uint64 
 	return tok
 }
 
+// released waits until name is free in Redis.
+func released(t *testing.T, srv *redistest.Server, name string) {
+	t.Helper()
+	within(t, 5*time.Second, "the release of "+name, func() error {
+		if o := lockOwner(t, srv, "baton", name); o != "" {
+			return fmt.Errorf("held by %s", o)
+		}
+		return nil
+	})
+}
+
 // scriptCalls counts the scripts Redis ran.
 func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 	c := commandCounts(t, srv)
@@ -102,7 +113,8 @@ func TestCacheRepeat(t *testing.T) {
 func TestCacheRecall(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute})
+	// No held tracking: its first check (50 ms in) would find b queued.
+	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute, DisableHeldTracking: true})
 	b := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 20*time.Second)
 	name := uniqueName(t)
@@ -126,36 +138,34 @@ func TestCacheRecall(t *testing.T) {
 	}
 	// Recalled within lease/2: a releases at Unlock instead of caching.
 	la.Unlock(ctx)
-	within(t, 5*time.Second, "a's release", func() error {
-		if o := lockOwner(t, srv, "baton", name); o != "" {
-			return fmt.Errorf("held by %s", o)
-		}
-		return nil
-	})
+	released(t, srv, name)
 }
 
-// TestCacheRecallInUse: a recall that reaches a lock in use (taken free,
-// so cacheable) makes its Unlock release it to the waiter.
+// TestCacheRecallInUse: a recall that reaches a cached lock while it is in
+// use makes its Unlock release it to the waiter instead of caching it
+// again (its cache time is a minute, its first renewal minutes away: no
+// held tracking, whose first check would find b queued).
 func TestCacheRecallInUse(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute})
+	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute, DisableHeldTracking: true})
 	b := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 20*time.Second)
 	name := uniqueName(t)
+	cached(t, srv, a, name)
 	l, err := a.Lock(ctx, name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st := a.Stats(); st.Cached != 1 {
+		t.Fatalf("a took %d locks from its cache, want 1", st.Cached)
 	}
 	bGot := queuedLock(t, b, ctx, name)
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lb := waitFor(t, bGot, 5*time.Second, "b")
-	defer lb.Unlock(ctx)
-	if st := a.Stats(); st.Cached != 0 {
-		t.Fatalf("a took %d from its cache", st.Cached)
-	}
+	lb.Unlock(ctx)
 }
 
 // TestCacheTryLockElsewhere: another session's TryLock fails while the lock
@@ -195,12 +205,7 @@ func TestCacheIdleEnds(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			within(t, 5*time.Second, "release", func() error {
-				if o := lockOwner(t, srv, "baton", name); o != "" {
-					return fmt.Errorf("held by %s", o)
-				}
-				return nil
-			})
+			released(t, srv, name)
 		})
 	}
 }
