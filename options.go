@@ -54,19 +54,23 @@ type Options struct {
 	// session if there is one. Default 8; 1 disables local hand-offs.
 	CohortLimit int
 
-	// CacheIdle is how long a session keeps a lock cached after Unlock:
-	// the key stays the session's in Redis (renewed with its held locks),
-	// so that the session's next Lock or TryLock of the name takes it
-	// without a round trip, with a fencing token above the last. Another
-	// session that asks for the name recalls it (one message), and the
-	// cached lock is released to it at once; a lock in use when recalled
-	// is released at its Unlock. Only a lock that was free when acquired
-	// is cached, not one recalled in the last LeaseTTL/2, at most 1024
-	// names per session, and never on Redis Cluster until the name's grant
-	// channel is subscribed (it was contended in this session). The cost:
-	// a process that crashes with cached locks leaves them held until
-	// their lease runs out, as with held locks, and the first other
-	// session to ask pays a recall. Default 50ms; negative: no caching.
+	// CacheIdle is how long a session keeps a lock cached after Unlock.
+	// A name the session locked again within CacheIdle of its Unlock twice
+	// in a row is kept at its next Unlock: the key stays the session's in
+	// Redis (that Unlock checks it is still ours and nobody is queued, and
+	// it is renewed with the held locks), so that the session's next Lock
+	// or TryLock of the name takes it without a round trip, with a fencing
+	// token above the last. Another session that asks for the name recalls
+	// it (one message) and gets it at once; a lock in use when recalled is
+	// released at its Unlock, and the name is not cached again for
+	// LeaseTTL/2. Only a lock that was free when acquired is cached, at
+	// most 1024 names per session, and on Redis Cluster only once the
+	// name's grant channel is subscribed (it was contended in this
+	// session), as recalls travel there. The cost: a process that crashes
+	// with cached locks leaves them held until their lease runs out (as
+	// with locks in use), and another session's TryLock fails while the
+	// name is cached (it recalls it: a TryLock a moment later succeeds).
+	// Default 50ms; negative: no caching.
 	CacheIdle time.Duration
 
 	// MinReplicas, when above zero, makes every acquisition and renewal

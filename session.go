@@ -59,7 +59,9 @@ type HeldLock struct {
 // listed too, one entry each, under the semaphore's name (their Owner
 // tokens name the permit slot: "<ID>.<slot>:<fence>"), and so is an
 // Election's leadership, under the election's name (Owner
-// "<ID>.e<slot>:<fence>", the slot being the campaign's).
+// "<ID>.e<slot>:<fence>", the slot being the campaign's). A lock the
+// session keeps cached (Options.CacheIdle) is not listed: no caller holds
+// it, though Redis shows the session as its owner.
 func (s *Session) Held() []HeldLock {
 	s.mu.Lock()
 	defer s.mu.Unlock()
