@@ -169,7 +169,7 @@ func (n *name) streak(h *hold) int {
 // the next local token, or returns nil when the name is not cached.
 func (n *name) takeCached(now time.Time) *Lock {
 	h := n.hold
-	if n.st != held || h.cachedTo.IsZero() || len(n.waiters) > 0 || n.r.closed {
+	if n.st != held || h.cachedTo.IsZero() || h.suspect || len(n.waiters) > 0 || n.r.closed {
 		return nil
 	}
 	n.uncache()

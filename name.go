@@ -409,6 +409,11 @@ func (n *name) cancel(w *waiter, now time.Time) (e effects) {
 // back wait for their grant.
 func (n *name) invalidated(now time.Time) (e effects) {
 	switch {
+	case n.st == held && !n.hold.cachedTo.IsZero():
+		// Nobody uses it: release it (the release tells whether it was
+		// still ours) rather than hand it out before a check.
+		n.uncache()
+		return n.settle(now)
 	case n.st == held:
 		n.checkHold(now, &e)
 	case n.st == acquiring:
@@ -430,6 +435,10 @@ func (n *name) invalidated(now time.Time) (e effects) {
 func (n *name) reconnected(now time.Time) (e effects) {
 	switch n.st {
 	case held:
+		if !n.hold.cachedTo.IsZero() {
+			n.uncache() // see invalidated
+			return n.settle(now)
+		}
 		n.hold.suspect = true
 		n.checkHold(now, &e)
 	case acquiring:
