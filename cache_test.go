@@ -384,3 +384,42 @@ func TestTrackedHoldsBound(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheCluster: on Redis Cluster too a repeated name is cached and
+// another client's Lock recalls it (the recall crosses the cluster bus to
+// the holder's client channel), for names on every node.
+func TestCacheCluster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	// A long lease and cache time: only a recall can free the names in time.
+	a := newClientOn(t, Options{Redis: cl.Option(), CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute})
+	b := newClientOn(t, Options{Redis: cl.Option()})
+	ctx := ctxTimeout(t, 30*time.Second)
+	for i := range 6 { // names in different slots, so on different nodes
+		name := fmt.Sprintf("%s-%d", uniqueName(t), i)
+		var last uint64
+		for range 4 { // the fourth comes from the cache
+			l, err := a.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = l.Token()
+			l.Unlock(ctx)
+		}
+		if st := a.Stats(); st.Cached != uint64(i+1) {
+			t.Fatalf("%s: %d locks from a's cache, want %d", name, st.Cached, i+1)
+		}
+		start := time.Now()
+		lb, err := b.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("%s: b waited %v for a name cached for a minute: not recalled", name, d)
+		}
+		if lb.Token() <= last {
+			t.Fatalf("%s: b's token %d not above a's %d", name, lb.Token(), last)
+		}
+		lb.Unlock(ctx)
+	}
+}

@@ -40,6 +40,8 @@ func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attem
 		sc, args = script.SemAcquire, append(args, strconv.Itoa(req.limit))
 	case electKind:
 		sc, args = script.SemAcquire, append(args, "1", s.c.announce(n.id.name), req.value)
+	default:
+		args = append(args, s.c.viaC) // recalls go to the holder's client channel, on Cluster too
 	}
 	// Permits are not tracked: every acquisition of any permit changes
 	// their hash, and a waiter is woken by its grant or its timer.

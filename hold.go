@@ -135,12 +135,10 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 // may stay cached: a lock (permits never pass locally), free when Redis
 // gave it (a hold that waited, or that another session asked for, has
 // company that would pay a recall), with room for another local token and
-// time before its deadline, on Redis Cluster only once recalls can reach
-// us (the name's grant channel is subscribed).
+// time before its deadline.
 func (n *name) cacheable(h *hold, now time.Time) bool {
 	return n.r.cacheIdle > 0 && n.id.kind == lockKind && !n.r.closed && !h.waited && !h.recalled && !h.suspect &&
-		h.passes+1 < 1<<tokenShift && h.deadline.Sub(now) > n.r.lease/3 &&
-		(!n.r.sharded || n.sub == subReady) && n.r.cached < maxCached && !n.recentlyRecalled(now)
+		h.passes+1 < 1<<tokenShift && h.deadline.Sub(now) > n.r.lease/3 && n.r.cached < maxCached && !n.recentlyRecalled(now)
 }
 
 // recentlyRecalled reports whether another session asked for the name in

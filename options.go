@@ -64,9 +64,9 @@ type Options struct {
 	// it (one message) and gets it at once; a lock in use when recalled is
 	// released at its Unlock, and the name is not cached again for
 	// LeaseTTL/2. Only a lock that was free when acquired is cached, at
-	// most 1024 names per session, and on Redis Cluster only once the
-	// name's grant channel is subscribed (it was contended in this
-	// session), as recalls travel there. The cost: a process that crashes
+	// most 1024 names per session. A recall is a PUBLISH to the holder's
+	// client channel, which on Redis Cluster crosses the cluster bus (Redis
+	// 7.0 sends it without TCP_NODELAY: slower than a grant). The cost: a process that crashes
 	// with cached locks leaves them held until their lease runs out (as
 	// with locks in use), and another session's TryLock fails while the
 	// name is cached (it recalls it: a TryLock a moment later succeeds).

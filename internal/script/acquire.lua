@@ -1,6 +1,7 @@
 -- KEYS: lock, queue, deadlines
--- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name.
--- When busy it recalls the holder's cached lock: a message "0 <holder> <name>" where grants go.
+-- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name,
+-- "C:<prefix>". When busy it recalls the holder's cached lock: a message "0 <holder> <name>"
+-- on the holder's client channel "<prefix>:c:<holder's client>" (a PUBLISH, on Cluster too).
 -- Returns the fence when acquired (a number, or {1, fence} off the fast path),
 --         {3, fence} when the key named us already (kept as it is, with a full lease),
 --         {0, wait ms, a fence no older grant to us can exceed, queue position or -1} when busy,
@@ -35,12 +36,7 @@ if owner and owner ~= member then
     -- renewal sees a queue it has not heard of.
     -- Best effort (pcall): a user that may not publish there still
     -- queues, and the holder's renewal sees the queue.
-    local via = ARGV[4]
-    if string.sub(via, 1, 2) == 'S:' then
-      redis.pcall('SPUBLISH', string.sub(via, 3), '0 ' .. owner .. ' ' .. ARGV[5])
-    else
-      redis.pcall('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(owner, 1, 32), '0 ' .. owner .. ' ' .. ARGV[5])
-    end
+    redis.pcall('PUBLISH', string.sub(ARGV[6], 3) .. ':c:' .. string.sub(owner, 1, 32), '0 ' .. owner .. ' ' .. ARGV[5])
   end
   return {0, redis.call('PTTL', k), last, pos}
 end
