@@ -47,6 +47,16 @@ func released(t *testing.T, srv *redistest.Server, name string) {
 	})
 }
 
+// cachingPair starts a server and two clients: a caches for a minute, with
+// a ten-minute lease and no held tracking (its first check, 50 ms in,
+// would find b queued and hide a missing recall), and b has the defaults.
+func cachingPair(t *testing.T) (srv *redistest.Server, a, b *Client) {
+	srv = redistest.Start(t)
+	a = newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute, DisableHeldTracking: true})
+	b = newClient(t, srv, Options{})
+	return srv, a, b
+}
+
 // scriptCalls counts the scripts Redis ran.
 func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 	c := commandCounts(t, srv)
@@ -112,10 +122,7 @@ func TestCacheRepeat(t *testing.T) {
 // at once, not after CacheIdle, and the first session gets it back after.
 func TestCacheRecall(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	// No held tracking: its first check (50 ms in) would find b queued.
-	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute, DisableHeldTracking: true})
-	b := newClient(t, srv, Options{})
+	srv, a, b := cachingPair(t)
 	ctx := ctxTimeout(t, 20*time.Second)
 	name := uniqueName(t)
 	tok := cached(t, srv, a, name)
@@ -143,13 +150,10 @@ func TestCacheRecall(t *testing.T) {
 
 // TestCacheRecallInUse: a recall that reaches a cached lock while it is in
 // use makes its Unlock release it to the waiter instead of caching it
-// again (its cache time is a minute, its first renewal minutes away: no
-// held tracking, whose first check would find b queued).
+// again (its cache time is a minute, its first renewal minutes away).
 func TestCacheRecallInUse(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute, DisableHeldTracking: true})
-	b := newClient(t, srv, Options{})
+	srv, a, b := cachingPair(t)
 	ctx := ctxTimeout(t, 20*time.Second)
 	name := uniqueName(t)
 	cached(t, srv, a, name)
@@ -172,9 +176,7 @@ func TestCacheRecallInUse(t *testing.T) {
 // is cached, and recalls it: a TryLock soon after succeeds.
 func TestCacheTryLockElsewhere(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 10 * time.Minute})
-	b := newClient(t, srv, Options{})
+	srv, a, b := cachingPair(t)
 	ctx := ctxTimeout(t, 20*time.Second)
 	name := uniqueName(t)
 	cached(t, srv, a, name)

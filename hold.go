@@ -131,88 +131,6 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	return e, nil
 }
 
-// cacheable reports whether h, unlocked at now with nobody here waiting,
-// may stay cached: a lock (permits never pass locally), free when Redis
-// gave it (a hold that waited, or that another session asked for, has
-// company that would pay a recall), with room for another local token and
-// time before its deadline.
-func (n *name) cacheable(h *hold, now time.Time) bool {
-	return n.r.cacheIdle > 0 && n.id.kind == lockKind && !n.r.closed && !h.waited && !h.recalled && !h.suspect &&
-		h.passes+1 < 1<<tokenShift && h.deadline.Sub(now) > n.r.lease/3 && n.r.cached < maxCached && !n.recentlyRecalled(now)
-}
-
-// recentlyRecalled reports whether another session asked for the name in
-// the last lease/2: two sessions taking turns would pay a recall each
-// turn if either cached it.
-func (n *name) recentlyRecalled(now time.Time) bool {
-	ev, ok := n.r.recalled.last(n.id.name)
-	return ok && now.Sub(ev.at) < n.r.lease/2
-}
-
-// streak returns how many times in a row the session locked the name
-// again within CacheIdle of unlocking it, h's acquisition included. Only a
-// name re-locked twice so is cached: a name locked now and then (by
-// chance soon after its last Unlock, as with many names at random) would
-// cost a release when its cache time ends on top of the call that cached
-// it, or a recall.
-func (n *name) streak(h *hold) int {
-	ev, ok := n.r.unlocked.last(n.id.name)
-	if !ok || h.since.Sub(ev.at) > n.r.cacheIdle {
-		return 0
-	}
-	return ev.n + 1
-}
-
-// takeCached hands the cached hold to a caller of Lock or TryLock, under
-// the next local token, or returns nil when the name is not cached.
-func (n *name) takeCached(now time.Time) *Lock {
-	h := n.hold
-	if n.st != held || h.cachedTo.IsZero() || h.suspect || len(n.waiters) > 0 || n.r.closed {
-		return nil
-	}
-	n.uncache()
-	h.passes++
-	return n.newLock(h, h.passes, now, Cached)
-}
-
-// cache puts the held hold, unused, in the cache until CacheIdle from now.
-func (n *name) cache(now time.Time, e *effects) {
-	h := n.hold
-	h.cachedTo, h.wasCache = now.Add(n.r.cacheIdle), true
-	n.r.cached++
-	e.due(h.cachedTo)
-}
-
-// uncache ends the hold's stay in the cache, if cached.
-func (n *name) uncache() {
-	if h := n.hold; h != nil && !h.cachedTo.IsZero() {
-		h.cachedTo = time.Time{}
-		n.r.cached--
-	}
-}
-
-// recall applies another session asking for the name (a recall message,
-// or a renewal that found sessions queued): a cached hold is released to
-// it now, one in use at its Unlock, and the name is not cached again for
-// lease/2.
-func (n *name) recall(now time.Time) (e effects) {
-	n.r.noteRecall(n.id.name, now)
-	if n.st != held {
-		return e
-	}
-	n.hold.recalled = true
-	if n.hold.cachedTo.IsZero() {
-		return e
-	}
-	n.uncache()
-	return n.settle(now)
-}
-
-// noteRecall remembers at now that another session asked for lname.
-func (r *rules) noteRecall(lname string, now time.Time) {
-	r.recalled.note(lname, now, 0, r.lease/2)
-}
-
 // releaseOutcome is the reply of a release call.
 type releaseOutcome struct {
 	code      int64  // -1 not ours, 0 freed, 1 granted to another session, 2 kept for our waiter
@@ -232,39 +150,17 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 	n.st, n.recheck = idle, time.Time{} // idle: nothing will wake the head, so it asks at once
 	n.unsure = callErr != nil
 	switch {
-	case h == nil && callErr != nil:
-		// A stray grant, maybe still ours (granted at most a lease ago):
-		// Close tries again.
-		n.dirty = &dirty{fence: req.fence, until: now.Add(n.r.lease)}
-	case h == nil && n.st == idle && req.from == queued:
-		// A stray grant passed on while queued: our entry, or a lock an
-		// attempt with a lost reply took, may still be in Redis: the head
-		// asks again, or the machine leaves the queue (which releases
-		// such a lock).
-		n.st = queued
 	case h == nil:
-		// A stray grant: passed on, or not ours any more.
+		n.strayReleased(req, now, callErr)
 	case errors.Is(callErr, ErrUnconfirmed) && req.mode == "0" && !now.Before(h.redisBy) && h.unsure.IsZero():
 		// Not confirmed in time, but the key has surely expired since
 		// (nothing of ours can have extended it): as good as released for
 		// the caller, as a release answered after the lease is.
 	case callErr != nil:
-		// Unknown outcome: the key expires within the lease, and a waiter
-		// that finds it still ours releases it first. A release that
-		// queues us or keeps the lock for our waiter may run late and
-		// extend the key by a lease.
-		var unsure time.Time
-		if req.mode != "0" && mayHaveRun(callErr) {
-			unsure = sent
-		}
-		if req.mode == "1" || req.mode == "2" {
-			n.st, n.recheck = queued, time.Time{}
-		}
-		n.markDirty(now, h, unsure)
 		err = &opError{n.unlockOp(), callErr}
-		if req.mode == "k" {
+		if n.releaseFailed(req, h, sent, now, callErr) {
 			// It may have kept the key for a lease: release it.
-			return e.merge(n.releaseStray(h.fence)), err
+			return n.releaseStray(h.fence), err
 		}
 	case o.code == -1 && o.lostReply != nil:
 		// Released by the try whose reply was lost (granted on), or taken
@@ -296,20 +192,7 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		// it (if it is still ours).
 		return n.releaseStray(h.fence), nil
 	case o.code == 4:
-		// Kept (mode k): nobody was queued. It goes to a waiter that came
-		// meanwhile, else into the cache unless recalled meanwhile (then
-		// settle releases it).
-		h.deadline, h.redisBy = maxTime(h.deadline, sent.Add(n.r.lease-n.r.margin)), now.Add(n.r.lease)
-		h.wasCache = true
-		n.st, n.hold = held, h
-		switch {
-		case n.r.closed:
-		case len(n.waiters) > 0 && h.passes+1 < 1<<tokenShift:
-			h.passes++
-			n.handHead(h, h.passes, now, Cached, &e)
-		case len(n.waiters) == 0 && n.cacheable(h, now):
-			n.cache(now, &e)
-		}
+		n.kept(h, sent, now, &e)
 	case o.code == 2 && !now.Before(sent.Add(n.r.lease-n.r.margin)):
 		// Kept for our waiter, but answered after that lease could have
 		// run out: release it (if it is still ours); the head asks again.
@@ -326,6 +209,39 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		}
 	}
 	return e.merge(n.settle(now)), err
+}
+
+// strayReleased applies the reply of a release of a stray grant (req).
+func (n *name) strayReleased(req *request, now time.Time, callErr error) {
+	switch {
+	case callErr != nil:
+		// Maybe still ours (granted at most a lease ago): Close tries
+		// again.
+		n.dirty = &dirty{fence: req.fence, until: now.Add(n.r.lease)}
+	case req.from == queued:
+		// Passed on while queued: our entry, or a lock an attempt with a
+		// lost reply took, may still be in Redis: the head asks again, or
+		// the machine leaves the queue (which releases such a lock).
+		n.st = queued
+	}
+}
+
+// releaseFailed applies a release of h (req, sent at sent) whose outcome
+// is not known: the key expires within the lease, and a waiter that finds
+// it still ours releases it first. A release that queues us, keeps the
+// lock for our waiter or keeps it to cache may run late and extend the
+// key by a lease. It reports whether the call may have kept the key for
+// us (mode "k"), which then must be released.
+func (n *name) releaseFailed(req *request, h *hold, sent, now time.Time, callErr error) (mayKeep bool) {
+	var unsure time.Time
+	if req.mode != "0" && mayHaveRun(callErr) {
+		unsure = sent
+	}
+	if req.mode == "1" || req.mode == "2" {
+		n.st, n.recheck = queued, time.Time{}
+	}
+	n.markDirty(now, h, unsure)
+	return req.mode == "k"
 }
 
 // renewed applies the result r of a renewal of the hold whose owner token
@@ -379,8 +295,8 @@ func (n *name) tick(now time.Time) effects {
 	case n.st == held && !now.Before(n.hold.deadline):
 		return n.lose(now, "the lease ran out before a renewal was confirmed", false)
 	case n.st == held && !n.hold.cachedTo.IsZero() && !now.Before(n.hold.cachedTo):
-		n.uncache() // idle for CacheIdle: released
-		return n.settle(now)
+		e, _ := n.dropCache(now) // idle for CacheIdle
+		return e
 	case n.st == lingering && !now.Before(n.linger.to):
 		n.st, n.linger = idle, nil // Redis has dropped the entry: Close need not
 		return n.settle(now)

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// The state machine of one lock name in one session (this file, hold.go
-// and grant.go). It decides; the shell (shell.go, session.go, lock.go,
+// The state machine of one lock name in one session (this file,
+// acquire.go, hold.go, grant.go and cache.go). It decides; the shell (shell.go, session.go, lock.go,
 // notify.go, renew.go) acts. Every transition runs with the session mutex
 // held, takes the time its event was observed (evidence times, such as when
 // a call was sent or a grant read, come with the event), does no I/O, never
@@ -59,45 +59,6 @@ type rules struct {
 	recalled  recent        // names another session asked for (kept lease/2)
 	unlocked  recent        // names unlocked: when last, and how many times in a row they were locked again within CacheIdle
 }
-
-// recent remembers when each of a set of names last saw some event, and
-// a count, for a while: entries older than that go once the map has
-// doubled.
-type recent struct {
-	at   map[string]event
-	size int // after the last pruning
-}
-
-type event struct {
-	at time.Time
-	n  int
-}
-
-// note records lname's event at now with count k, keeping events for keep.
-func (r *recent) note(lname string, now time.Time, k int, keep time.Duration) {
-	if r.at == nil {
-		r.at = make(map[string]event)
-	}
-	if len(r.at) >= max(64, 2*r.size) {
-		for name, ev := range r.at {
-			if now.Sub(ev.at) >= keep {
-				delete(r.at, name)
-			}
-		}
-		r.size = len(r.at)
-	}
-	r.at[lname] = event{now, k}
-}
-
-// last returns lname's last event, if noted.
-func (r *recent) last(lname string) (event, bool) {
-	ev, ok := r.at[lname]
-	return ev, ok
-}
-
-// maxCached bounds the holds a session keeps cached, so that what an idle
-// or crashed process holds for nothing stays small.
-const maxCached = 1024
 
 // kind says what a machine stands for.
 type kind uint8
@@ -263,99 +224,6 @@ func (n *name) leaveTry(seq uint64) {
 	}
 }
 
-// acquireReply applies the reply of an acquire call sent at sent. retry is
-// when to try again after a transient error. It returns the lock for
-// TryLock's caller when acquired (a waiter's lock is handed to it).
-func (n *name) acquireReply(seq uint64, sent, now time.Time, a attempt, err error, retry time.Time) (*Lock, effects) {
-	var e effects
-	if n.st != acquiring || seq != n.seq {
-		panic("baton: acquire reply for a call not in flight")
-	}
-	req := n.call
-	n.call = nil
-	n.unsure = err != nil && !isRedisErr(err)
-	switch {
-	case err != nil && isRedisErr(err):
-		// Refused (READONLY, LOADING, NOPERM, a value not ours, ...):
-		// nothing changed; the head tries again later if it may pass.
-		n.st, n.recheck = req.from, retry
-	case err != nil && !transient(err):
-		n.st = req.from // ErrNotReplicated: undone
-	case err != nil:
-		// Unknown outcome: the script may have queued us or taken the lock.
-		n.st, n.recheck = queued, retry
-	case a.acquired && a.kept && a.fence <= n.seen && a.fence != n.expect:
-		// A hold of ours that a failed release left behind: release it,
-		// then try again.
-		n.st, n.recheck = idle, time.Time{}
-		return nil, n.releaseStray(a.fence)
-	case a.acquired && !now.Before(sent.Add(n.r.lease-n.r.margin)):
-		// Answered after its lease could have run out: release it (if it
-		// is still ours) and try again.
-		n.seen = max(n.seen, a.fence)
-		n.recheck = time.Time{}
-		return nil, n.releaseStray(a.fence)
-	case a.acquired:
-		return n.acquired(req, sent, now, a)
-	default:
-		n.seen = max(n.seen, a.fence)
-		n.pos = a.pos
-		n.st = idle
-		if a.pos >= 0 || req.from == queued {
-			n.st = queued
-		}
-		n.recheck = now.Add(a.wait)
-		if a.pos >= 0 {
-			n.entryAt = sent
-		}
-		if n.stale {
-			// The key changed (or a connection dropped) while we asked:
-			// the answer may be old already.
-			n.recheck = now.Add(staleGrace)
-		}
-		if req.try && len(n.waiters) > 0 {
-			// Waiters came during TryLock's attempt, which did not queue:
-			// the head asks (and queues) now.
-			n.recheck = time.Time{}
-		}
-		if !req.queue && !req.try && n.r.sharded && n.sub == subNone {
-			// Busy on Redis Cluster: listen for grants, then queue.
-			n.sub, e.sub, n.recheck = subPending, true, time.Time{}
-		}
-		e.queued = a.pos >= 0
-	}
-	return nil, e.merge(n.settle(now))
-}
-
-// acquired applies an acquire reply that took the lock (or found it ours
-// already: kept): it goes to TryLock's caller or the head waiter, or back
-// to Redis when nobody wants it any more.
-func (n *name) acquired(req *request, sent, now time.Time, a attempt) (l *Lock, e effects) {
-	how := Free
-	if a.kept && a.fence == n.expect {
-		how = Granted // a grant, confirmed
-	}
-	n.seen, n.expect = max(n.seen, a.fence), 0
-	h := &hold{owner: n.owner(a.fence), fence: a.fence, deadline: sent.Add(n.r.lease - n.r.margin), redisBy: now.Add(n.r.lease), since: now}
-	n.st, n.hold = held, h
-	if n.r.closed || req.left || !req.try && len(n.waiters) == 0 {
-		return nil, n.settle(now) // nobody to take it: released
-	}
-	h.waited = !req.try && n.waiters[0].tries > 1
-	n.trackHold(now, &e)
-	if n.stale {
-		// The key changed, or a connection dropped, while we asked:
-		// Redis may have lost it since (a flush, a restart).
-		n.checkHold(now, &e)
-	}
-	if req.try {
-		l = n.newLock(h, 0, now, how)
-	} else {
-		n.handHead(h, 0, now, how, &e)
-	}
-	return l, e.merge(n.settle(now))
-}
-
 // dequeueReply applies the reply of a dequeue call: fence is that of a
 // lock granted to us and passed on meanwhile (0 if none). On error our
 // entry is no longer refreshed and lapses within a lease.
@@ -409,12 +277,10 @@ func (n *name) cancel(w *waiter, now time.Time) (e effects) {
 // back wait for their grant.
 func (n *name) invalidated(now time.Time) (e effects) {
 	switch {
-	case n.st == held && !n.hold.cachedTo.IsZero():
-		// Nobody uses it: release it (the release tells whether it was
-		// still ours) rather than hand it out before a check.
-		n.uncache()
-		return n.settle(now)
 	case n.st == held:
+		if e, ok := n.dropCache(now); ok {
+			return e
+		}
 		n.checkHold(now, &e)
 	case n.st == acquiring:
 		n.stale = true
@@ -435,9 +301,8 @@ func (n *name) invalidated(now time.Time) (e effects) {
 func (n *name) reconnected(now time.Time) (e effects) {
 	switch n.st {
 	case held:
-		if !n.hold.cachedTo.IsZero() {
-			n.uncache() // see invalidated
-			return n.settle(now)
+		if e, ok := n.dropCache(now); ok {
+			return e
 		}
 		n.hold.suspect = true
 		n.checkHold(now, &e)

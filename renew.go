@@ -345,18 +345,15 @@ func (c *Client) renewSend(ctx context.Context, calls []script.Call) ([]rueidis.
 func (c *Client) group(batch []renewal) [][]renewal {
 	var out [][]renewal
 	if c.trackHeld {
-		var tracked []renewal
-		batch = slices.Clone(batch)
-		batch = slices.DeleteFunc(batch, func(r renewal) bool {
+		var tracked, rest []renewal
+		for _, r := range batch {
 			if r.track {
 				tracked = append(tracked, r)
+			} else {
+				rest = append(rest, r)
 			}
-			return r.track
-		})
-		out = chunks(tracked)
-		if len(batch) == 0 {
-			return out
 		}
+		out, batch = chunks(tracked), rest
 	}
 	if c.rc.Mode() == rueidis.ClientModeCluster {
 		idx := make(map[uint16]int)
