@@ -63,6 +63,8 @@ type wrun struct {
 	toldLate   map[*whold]bool  // old holders (b) reported as told late
 	nkids      int              // children started
 	kids       []*wchild        // children killed and reaped
+	steer      *wchild          // a child holding a lock or leadership until another child waits on it
+	kidWaits   int              // children killed while waiting
 	obs        []*wobserve      // Observe calls, once ended
 	liveObs    map[*wclient]int // Observe calls running, per Client
 	subLag     time.Duration    // longest (l) waited for subscriptions to go

@@ -4,7 +4,11 @@ package checker
 // process of its own (RunChild, child.go) takes a random name (a lock, a
 // permit or a leadership) with a lease of Workload.ChildLeases and is
 // SIGKILLed while it waits or holds, as a crashed process would stop.
-// Each child is a session of the run, "k<i>[<lease>]", whose call and
+// Until a child has been killed while waiting, a child that takes a lock
+// or a leadership holds it until another child waits on it (at most 1 s),
+// and the next child tries that name: children start slowly (a process
+// of the test binary), and left to chance all of a short run's children
+// may find their names free. Each child is a session of the run, "k<i>[<lease>]", whose call and
 // hold are recorded as the workers' are, on the parent's clock (a child
 // reports its wall clock, which the two processes share). The oracles
 // read them so:
@@ -77,6 +81,9 @@ func (r *wrun) runChild(rng *rand.Rand) {
 	k := &wchild{name: rng.IntN(len(r.names))}
 	lease := r.cfg.ChildLeases[rng.IntN(len(r.cfg.ChildLeases))]
 	r.mu.Lock()
+	if r.steer != nil {
+		k.name = r.steer.name
+	}
 	r.nkids++
 	k.ws = &wsession{label: fmt.Sprintf("k%d[%v]", r.nkids, lease), lease: lease}
 	r.mu.Unlock()
@@ -119,6 +126,10 @@ func (r *wrun) runChild(rng *rand.Rand) {
 	k.ws.killed = killed
 	if c := k.call; c != nil && c.end.IsZero() {
 		c.end, c.kind = killed, killedKind
+		r.kidWaits++
+	}
+	if r.steer == k {
+		r.steer = nil
 	}
 	r.kids = append(r.kids, k)
 }
@@ -142,10 +153,28 @@ func (r *wrun) childLife(k *wchild, lines <-chan string, rng *rand.Rand) {
 			case "waiting": // queued: killed there, mostly
 				t.Reset(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))
 			case "held":
-				t.Reset(time.Duration(rng.Int64N(int64(2*r.cfg.MaxHold) + 1)))
+				d := time.Duration(rng.Int64N(int64(2*r.cfg.MaxHold) + 1))
+				if r.steerTo(k) {
+					d = time.Second
+				}
+				t.Reset(d)
 			}
 		}
 	}
+}
+
+// steerTo makes child k, which holds its name, the one the next child
+// tries, if no child has been killed while waiting yet and none is
+// steered to already; a semaphore's permit is left alone (its next child
+// may take another permit instead of waiting).
+func (r *wrun) steerTo(k *wchild) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kidWaits > 0 || r.steer != nil || r.limits[k.name] > 0 {
+		return false
+	}
+	r.steer = k
+	return true
 }
 
 // childSaid records a line of child k and returns what it said.
