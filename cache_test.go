@@ -33,7 +33,20 @@ func cached(t *testing.T, srv *redistest.Server, c *Client, name string) uint64 
 	if lockOwner(t, srv, "baton", name) == "" {
 		t.Fatal("not cached")
 	}
+	if !cacheMarked(t, srv, name) {
+		t.Fatal("cached, but its cache mark is not the key's value")
+	}
 	return tok
+}
+
+// cacheMarked reports whether name's cache mark ("<key>:c", for baton ls)
+// holds the lock key's value, which says the lock is cached.
+func cacheMarked(t *testing.T, srv *redistest.Server, name string) bool {
+	t.Helper()
+	k := newKeys("baton", name).lock
+	v, err := srv.Do(t, "GET", k).ToString()
+	m, merr := srv.Do(t, "GET", k+":c").ToString()
+	return err == nil && merr == nil && v == m
 }
 
 // released waits until name is free in Redis.
@@ -45,6 +58,40 @@ func released(t *testing.T, srv *redistest.Server, name string) {
 		}
 		return nil
 	})
+	if cacheMarked(t, srv, name) {
+		t.Fatal("released, but still marked cached")
+	}
+}
+
+// TestCacheMarkRenewed: renewals keep a cached lock's mark as long as its
+// key (the mark has a lease of its own, 200 ms here), so that baton ls
+// shows the lock cached for as long as it is. Fails if renew.lua leaves the
+// mark alone: it expires and never rises.
+func TestCacheMarkRenewed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{CacheIdle: time.Hour, LeaseTTL: 200 * time.Millisecond})
+	name := uniqueName(t)
+	cached(t, srv, c, name)
+	mark := newKeys("baton", name).lock + ":c"
+	last, rises := int64(-1), 0
+	within(t, 10*time.Second, "three renewals of the cache mark", func() error {
+		p, err := srv.Do(t, "PTTL", mark).AsInt64()
+		if err != nil || p < 0 {
+			return fmt.Errorf("PTTL %d, %v", p, err)
+		}
+		if last >= 0 && p > last {
+			rises++
+		}
+		last = p
+		if rises < 3 {
+			return fmt.Errorf("%d renewals seen", rises)
+		}
+		return nil
+	})
+	if !cacheMarked(t, srv, name) {
+		t.Fatal("still cached, but no longer marked")
+	}
 }
 
 // cachingPair starts a server and two clients: a caches for a minute, with

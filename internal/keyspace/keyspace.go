@@ -15,7 +15,8 @@ const MaxNameLen = 4096
 const TokenShift = 10
 
 // LockKey is the lock key of name, "<prefix>:{<name>}"; its companions add
-// ":q" (the queue of waiting sessions) and ":d" (their deadlines). They
+// ":q" (the queue of waiting sessions), ":d" (their deadlines) and ":c"
+// (the value of a hold its session keeps cached, while that lasts). They
 // share the name's hash tag, so one slot on Redis Cluster.
 func LockKey(prefix, name string) string { return prefix + ":{" + name + "}" }
 

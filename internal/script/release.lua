@@ -3,7 +3,8 @@
 -- Mode "1": this session still has waiters: queue it again, or keep the
 -- lock for them when nobody else waits. Mode "k": keep the lock, for a
 -- lease, when nobody is queued (the session caches it; it reads the key
--- after, so that Redis tracks it for a caller that asks), else release. Mode "2" (linger): when the lock
+-- after, so that Redis tracks it for a caller that asks; and marks it
+-- cached, below), else release. Mode "2" (linger): when the lock
 -- goes to another session, queue this one too, with a deadline of linger ms,
 -- betting that it will want the lock again soon. Mode "0": just release.
 -- Returns 0 when marked free (a number, to spare the common case a table),
@@ -19,6 +20,10 @@ if (ARGV[4] == '0' or ARGV[4] == 'k') and not redis.call('LINDEX', KEYS[2], 0) t
   if ARGV[4] == 'k' then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     redis.call('PTTL', KEYS[1])
+    -- The cache mark "<key>:c" holds the value kept, for operators (baton
+    -- ls): it says cached while it equals the key's value, and renewals of
+    -- a cached hold keep it as long as the key.
+    redis.call('SET', KEYS[1] .. ':c', v, 'PX', ARGV[3])
     return 4
   end
   -- The free marker keeps the fence as written (the token is member:fence).

@@ -49,7 +49,10 @@ for i = 1, #ARGV, 3 do
       redis.call('PEXPIRE', KEYS[k], ARGV[i + 2])
       if kind == 'H' or kind == 'C' then redis.call('PTTL', KEYS[k]) end
       out[#out + 1] = 1
-      if (kind == 'c' or kind == 'C') and redis.call('LLEN', KEYS[k] .. ':q') > 0 then out[#out] = 2 end
+      if kind == 'c' or kind == 'C' then
+        redis.call('PEXPIRE', KEYS[k] .. ':c', ARGV[i + 2]) -- the cache mark (release.lua)
+        if redis.call('LLEN', KEYS[k] .. ':q') > 0 then out[#out] = 2 end
+      end
     else
       out[#out + 1] = gone(v, KEYS[k])
     end
