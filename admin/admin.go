@@ -129,6 +129,13 @@ type Name struct {
 	Token     uint64        // Fence as a Lock's Token reports it (Fence<<10; a lock's local hand-offs add up to 1023)
 	LeaseLeft time.Duration // a held lock: the key's remaining TTL; an election's leader: its lease left
 	Limit     int           // a semaphore's limit as stored (0 if none is); an election's is 1, a lock's 0
+	// Cached marks a held lock its session keeps cached between uses
+	// (baton.Options.CacheIdle): the session takes and releases it without
+	// Redis, and releases it when another session asks for it or when idle.
+	// Redis says so by the cache mark "<lock key>:c" holding the key's
+	// value. A cached lock is Held too: whether a caller of its session is
+	// using it at the moment, Redis does not know.
+	Cached bool
 	// Holders are the live holders, by fence: a held lock's one, each
 	// permit holder of a semaphore, an election's holder (the leader, or
 	// one granted the leadership and not yet leading). A semaphore's

@@ -12,8 +12,9 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// TestCluster runs List and ForceRelease on a Redis Cluster of three
-// primaries, sharing it between subtests: it takes seconds to start.
+// TestCluster runs List, Inspect (of cached locks too) and ForceRelease on
+// a Redis Cluster of three primaries, sharing it between subtests: it
+// takes seconds to start.
 func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0)
 	opt := cl.Option()
@@ -48,6 +49,7 @@ func TestCluster(t *testing.T) {
 		}
 	})
 	t.Run("ForceRelease", func(t *testing.T) { forceWithWaiter(t, opt) })
+	t.Run("Cached", func(t *testing.T) { cachedCluster(t, opt) })
 	t.Run("Kinds", func(t *testing.T) {
 		e := newKindsEnv(t, opt)
 		ns, err := newAdmin(t, opt).InspectAll(locktest.CtxTimeout(t, locktest.Bound), e.name)

@@ -18,7 +18,7 @@ const (
 // Released says what a force release did. It is a plain value, safe to
 // copy.
 type Released struct {
-	Was     Name   // the name as it was (without Queue)
+	Was     Name   // the name as it was (without Queue, and Cached not read)
 	Evicted Holder // the holder it was taken from; zero for ActionNone
 	Action  string // ActionGranted: to the head of the queue; ActionFreed: nobody was queued; ActionNone: nothing was held
 	// Grantee is, for ActionGranted, the session (or permit or campaign

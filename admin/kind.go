@@ -49,9 +49,11 @@ type Holder struct {
 
 // keys are the Redis keys of one name of one kind, as baton's keys.go
 // makes them: the lock key or the semaphore's or election's hash, its
-// queue and its deadlines.
+// queue and its deadlines; for a lock, its cache mark too ("<key>:c",
+// which holds the key's value while the holder's session keeps it cached).
 type keys struct {
 	main, queue, dead string
+	mark              string // a lock's; "" for the other kinds
 }
 
 func (a *Admin) keysOf(kind Kind, name string) keys {
@@ -64,10 +66,24 @@ func (a *Admin) keysOf(kind Kind, name string) keys {
 	default:
 		k = keyspace.LockKey(a.prefix, name)
 	}
-	return keys{main: k, queue: k + ":q", dead: k + ":d"}
+	ks := keys{main: k, queue: k + ":q", dead: k + ":d"}
+	if kind == KindLock {
+		ks.mark = k + ":c"
+	}
+	return ks
 }
 
+// list is the keys the release scripts take: main, queue, deadlines.
 func (k keys) list() []string { return []string{k.main, k.queue, k.dead} }
+
+// withMark is list and, for a lock, its cache mark: readLua's keys. All
+// are in the name's hash slot.
+func (k keys) withMark() []string {
+	if k.mark == "" {
+		return k.list()
+	}
+	return append(k.list(), k.mark)
+}
 
 // via tells a release script how to announce a grant, as baton's
 // Client.via does: on Redis Cluster by SPUBLISH on the name's shard

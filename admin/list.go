@@ -180,7 +180,9 @@ func (a *Admin) readKeys(ctx context.Context, match string, keys []string) ([]Na
 // nameOf returns the item of a lock key ("<prefix>:{<name>}"), a
 // semaphore's or an election's hash ("<prefix>:s:{<name>}",
 // "<prefix>:e:{<name>}") or their queues (the same with ":q"); ok is false
-// for the deadline hashes and any other key.
+// for the deadline hashes (":d"), a lock's cache mark (":c": a cached lock
+// has its lock key, which lists it, and a mark without one is stale) and
+// any other key.
 func (a *Admin) nameOf(key string) (it item, queue, ok bool) {
 	rest, ok := strings.CutPrefix(key, a.prefix+":")
 	if !ok {

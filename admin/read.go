@@ -19,12 +19,14 @@ const inspectQueueMax = 1000
 // instead of failing the whole List.
 //
 // KEYS: the lock key, or a semaphore's or election's hash; the queue; the
-// deadlines. ARGV: how many queue entries to return; "h" when KEYS[1] is
-// a hash. Returns {the value or nil (for a hash: nil unless the key is of
-// another type), PTTL, queue length, server time ms, the hash's fields or
-// nil, then member and entry (or nil) for each queue entry returned}.
+// deadlines; for a lock, its cache mark ("<key>:c"). ARGV: how many queue
+// entries to return; "h" when KEYS[1] is a hash. Returns {the value or nil
+// (for a hash: nil unless the key is of another type), PTTL, queue length,
+// server time ms, the hash's fields or nil, 1 when the cache mark holds
+// the lock key's whole value (else 0), then member and entry (or nil) for
+// each queue entry returned}.
 var readLua = rueidis.NewLuaScript(`
-local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local k, q, d, c = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local v, h = false, false
 local ty = redis.call('TYPE', k).ok
 if ARGV[2] == 'h' and ty == 'hash' then
@@ -40,7 +42,14 @@ local n = 0
 local qty = redis.call('TYPE', q).ok
 if qty == 'list' then n = redis.call('LLEN', q) end
 local t = redis.call('TIME')
-local r = {v, redis.call('PTTL', k), n, t[1] * 1000 + math.floor(t[2] / 1000), h}
+-- Cached while the mark equals the key's value: a stale mark (the lock
+-- was released or granted since) differs, and lapses with its TTL.
+local cached = 0
+if c and ty == 'string' and redis.call('TYPE', c).ok == 'string'
+    and redis.call('GET', c) == redis.call('GET', k) then
+  cached = 1
+end
+local r = {v, redis.call('PTTL', k), n, t[1] * 1000 + math.floor(t[2] / 1000), h, cached}
 local max = tonumber(ARGV[1])
 if n == 0 or max == 0 then return r end
 local dty = redis.call('TYPE', d).ok
@@ -50,6 +59,10 @@ for _, m in ipairs(redis.call('LRANGE', q, 0, max - 1)) do
 end
 return r
 `)
+
+// readHeader is how many elements readLua's reply has before the queue
+// entries.
+const readHeader = 6
 
 // item is one name of one kind.
 type item struct {
@@ -71,7 +84,7 @@ func (a *Admin) read(ctx context.Context, items []item, max int) (out []Name, ex
 		if it.kind != KindLock {
 			args[1] = "h"
 		}
-		calls[i] = rueidis.LuaExec{Keys: a.keysOf(it.kind, it.name).list(), Args: args}
+		calls[i] = rueidis.LuaExec{Keys: a.keysOf(it.kind, it.name).withMark(), Args: args}
 	}
 	out, exists = make([]Name, len(items)), make([]bool, len(items))
 	for i, res := range readLua.ExecMulti(ctx, a.rc, calls...) {
@@ -91,7 +104,7 @@ func parseRead(it item, res rueidis.RedisResult) (n Name, exists bool, err error
 	if err != nil {
 		return Name{}, false, err
 	}
-	if len(arr) < 5 || (len(arr)-5)%2 != 0 {
+	if len(arr) < readHeader || (len(arr)-readHeader)%2 != 0 {
 		return Name{}, false, fmt.Errorf("unexpected reply of %d elements", len(arr))
 	}
 	n = Name{Kind: it.kind, Name: it.name}
@@ -105,6 +118,8 @@ func parseRead(it item, res rueidis.RedisResult) (n Name, exists bool, err error
 			n.LeaseLeft = time.Duration(pttl) * time.Millisecond
 		}
 		n.setLockHolder()
+		cached, _ := arr[5].AsInt64()
+		n.Cached = n.Held && cached == 1
 		exists = verr == nil
 	case verr == nil:
 		n.Foreign, n.Value, exists = true, v, true
@@ -113,7 +128,7 @@ func parseRead(it item, res rueidis.RedisResult) (n Name, exists bool, err error
 	}
 	qlen, _ := arr[2].AsInt64()
 	n.QueueLen = int(qlen)
-	for i := 5; i < len(arr); i += 2 {
+	for i := readHeader; i < len(arr); i += 2 {
 		m, _ := arr[i].ToString()
 		e, _ := arr[i+1].ToString() // nil: no entry, so dead
 		en := parseEntry(m, e, now)

@@ -92,7 +92,8 @@
 //	  "next_cursor": "2816",            // opaque; "" when the walk is done
 //	  "names": [                        // sorted by name, then kind, within the page
 //	    {
-//	      "kind": "lock", "name": "order:42", "held": true, "marker": false, "foreign": false,
+//	      "kind": "lock", "name": "order:42", "held": true, "cached": false,
+//	      "marker": false, "foreign": false,
 //	      "value": "", "owner": "502b6f81442d47af12c463caad464958-1:1796092764670403",
 //	      "instance": "web-1:4242",
 //	      "token": "1839198991022492672", "fence": "1796092764670403",
@@ -111,14 +112,17 @@
 // (free, with the last fence kept) and foreign (a key baton did not write,
 // its value in value) exclude one another; all three false and no holders
 // means the name has no key of that kind (sessions may still queue for
-// it). holders lists the live holders by fence: a held lock's one, a
-// semaphore's permit holders (up to limit), an election's holder. For a
-// lock and an election, owner, instance and lease_left_ms are the holder's
-// (the leader's), and "" and 0 when there is none; an election's value is
-// its leader's campaign value. An election's holder with "pending": true
-// was granted the leadership and has not taken it: it does not lead, and
-// held is false. A semaphore's owner and instance are "": see holders;
-// its token and fence are the last ones issued.
+// it). cached marks a held lock its session keeps cached between uses
+// (baton.Options.CacheIdle): taken and released without Redis until
+// another session asks for it (admin.Name.Cached); the page shows it as
+// "held (cached)". holders lists the live holders by fence: a held lock's
+// one, a semaphore's permit holders (up to limit), an election's holder.
+// For a lock and an election, owner, instance and lease_left_ms are the
+// holder's (the leader's), and "" and 0 when there is none; an election's
+// value is its leader's campaign value. An election's holder with
+// "pending": true was granted the leadership and has not taken it: it does
+// not lead, and held is false. A semaphore's owner and instance are "":
+// see holders; its token and fence are the last ones issued.
 //
 // With name=NAME the answer is {"scope": "redis", "prefix": ..., "redis":
 // ..., "lock": {...}, "semaphore": {...}, "election": {...}}: "lock"

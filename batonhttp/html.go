@@ -326,13 +326,15 @@ func newNameRow(n nameJSON, link string) nameRow {
 	return r
 }
 
-// state names a name's state in one word for the tables.
+// state names a name's state in a word or two for the tables.
 func state(n nameJSON) string {
 	switch {
 	case n.Foreign:
 		return "foreign"
 	case n.Held && n.Kind == "election":
 		return "led"
+	case n.Held && n.Cached:
+		return "held (cached)"
 	case n.Held:
 		return "held"
 	case len(n.Holders) > 0:

@@ -166,6 +166,7 @@ type (
 		Kind        string      `json:"kind"`
 		Name        string      `json:"name"`
 		Held        bool        `json:"held"`
+		Cached      bool        `json:"cached"`
 		Marker      bool        `json:"marker"`
 		Foreign     bool        `json:"foreign"`
 		Value       string      `json:"value"`

@@ -46,6 +46,7 @@ type nameJSON struct {
 	Kind        string       `json:"kind"`
 	Name        string       `json:"name"`
 	Held        bool         `json:"held"`
+	Cached      bool         `json:"cached"`
 	Marker      bool         `json:"marker"`
 	Foreign     bool         `json:"foreign"`
 	Value       string       `json:"value"`
@@ -183,6 +184,7 @@ func nameView(n admin.Name) nameJSON {
 		Kind:        string(n.Kind),
 		Name:        n.Name,
 		Held:        n.Held,
+		Cached:      n.Cached,
 		Marker:      n.Marker,
 		Foreign:     n.Foreign,
 		Value:       n.Value,

@@ -57,6 +57,7 @@ func TestRedisScope(t *testing.T) {
 			t.Run("holder and queue", e.testHolder)
 			t.Run("kinds", e.testKinds)
 			t.Run("marker", e.testMarker)
+			t.Run("cached", e.testCached)
 			t.Run("foreign", e.testForeign)
 			t.Run("paging", e.testPaging)
 			t.Run("html", e.testHTML)
@@ -204,6 +205,67 @@ func (e *redisEnv) testMarker(t *testing.T) {
 		if n.Fence != strconv.FormatUint(l.Token()>>10, 10) {
 			t.Errorf("marker fence %s, want that of token %d", n.Fence, l.Token())
 		}
+	}
+}
+
+// testCached: a lock a third client's session keeps cached (locked
+// again within CacheIdle, twice) shows as cached, in JSON and on the page,
+// in the listing and on its own; once the other instance's Lock recalls
+// it, as held only.
+func (e *redisEnv) testCached(t *testing.T) {
+	ctx := locktest.CtxTimeout(t, 30*time.Second)
+	cacher := locktest.NewBatonWith(t, baton.Options{Redis: e.opt, LeaseTTL: lease, CacheIdle: time.Minute})
+	name := uniqueName(t, "cached")
+	for range 3 {
+		locktest.Unlock(t, locktest.Lock(t, cacher, name))
+	}
+	key := baton.DefaultKeyPrefix + ":{" + name + "}"
+	v, err := e.raw.Do(ctx, e.raw.B().Get().Key(key).Build()).ToString()
+	m, merr := e.raw.Do(ctx, e.raw.B().Get().Key(key+":c").Build()).ToString()
+	if err != nil || merr != nil || v != m || strings.HasPrefix(v, "~") {
+		t.Fatalf("%s: key %q (%v), mark %q (%v); want it cached", name, v, err, m, merr)
+	}
+	e.checkCached(t, name, true, "held (cached)")
+
+	l, err := e.other.Lock(ctx, name) // recalls it from cacher
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.checkCached(t, name, false, "held")
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkCached checks that the held lock name reads as cached or not, by
+// name= and in the listing, and that both pages show it as state.
+func (e *redisEnv) checkCached(t *testing.T, name string, cached bool, state string) {
+	t.Helper()
+	for _, n := range []nameDoc{e.inspect(t, name), e.listOne(t, name)} {
+		if !n.Held || n.Cached != cached {
+			t.Errorf("%+v: want held, cached %v", n, cached)
+		}
+	}
+	var listed []string // the states of name's rows, over the walk's pages
+	page := "?" + url.Values{"scope": {"redis"}, "match": {name}}.Encode()
+	for page != "" {
+		doc := e.getHTML(t, page)
+		for _, row := range doc.table(t, "names")[1:] {
+			if len(row) == 8 && row[1].text == name {
+				listed = append(listed, row[2].text)
+			}
+		}
+		page = ""
+		if a := doc.byID("next"); a != nil {
+			page = a.attrs["href"]
+		}
+	}
+	if len(listed) != 1 || listed[0] != state {
+		t.Errorf("listing pages show %s as %q, want once as %q", name, listed, state)
+	}
+	doc := e.getHTML(t, "?"+url.Values{"scope": {"redis"}, "name": {name}}.Encode())
+	if rows := doc.table(t, "lock"); len(rows) < 2 || len(rows[1]) != 2 || rows[1][1].text != state {
+		t.Errorf("lock page rows %v, want the state %q second", rows, state)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 )
@@ -112,6 +113,38 @@ func TestShow(t *testing.T) {
 
 	r = runBaton(t, "-addr", srv.Addr(), "show", "never")
 	matchRe(t, "show unused", r.stdout, `(?m)^state: +free \(no key\)$`)
+}
+
+// TestCached: a lock its session keeps cached shows as held,cached in ls
+// and says so in show; once another client's Lock recalls it, as held.
+func TestCached(t *testing.T) {
+	srv := redistest.Start(t)
+	c1 := locktest.NewBatonWith(t, baton.Options{Redis: srv.Option(), LeaseTTL: 5 * time.Second, CacheIdle: time.Minute})
+	c2 := locktest.NewBaton(t, srv.Option(), 5*time.Second)
+	rc := locktest.NewRueidis(t, srv.Option())
+	name := locktest.UniqueName(t)
+	for range 3 { // locked again within CacheIdle, twice: the last Unlock caches it
+		locktest.Unlock(t, locktest.Lock(t, c1, name))
+	}
+	if v := get(t, rc, lockKey(name)); v == "" || v[0] == '~' || get(t, rc, lockKey(name)+":c") != v {
+		t.Fatalf("%s: key %q, mark %q; want it cached", name, v, get(t, rc, lockKey(name)+":c"))
+	}
+
+	r := runBaton(t, "-addr", srv.Addr(), "ls")
+	if row := lsRows(t, r.stdout)[name]; r.code != 0 || row == nil || row[1] != "held,cached" || row[5] != "1/1" {
+		t.Errorf("ls: exit %d, %q; want held,cached by one holder", r.code, row)
+	}
+	r = runBaton(t, "-addr", srv.Addr(), "show", name)
+	matchRe(t, "show cached", r.stdout, `(?m)^state: +held \(cached: `)
+
+	l := locktest.Lock(t, c2, name) // recalls it from c1
+	r = runBaton(t, "-addr", srv.Addr(), "ls")
+	if row := lsRows(t, r.stdout)[name]; r.code != 0 || row == nil || row[1] != "held" || row[2] != strconv.FormatUint(l.Token(), 10) {
+		t.Errorf("ls after the recall: exit %d, %q; want held by c2, token %d", r.code, row, l.Token())
+	}
+	r = runBaton(t, "-addr", srv.Addr(), "show", name)
+	matchRe(t, "show recalled", r.stdout, `(?m)^state: +held$`)
+	locktest.Unlock(t, l)
 }
 
 func TestUsage(t *testing.T) {
