@@ -207,3 +207,55 @@ func TestReleaseServesQueueOfDeletedKey(t *testing.T) {
 	}
 	lb.Unlock(ctx)
 }
+
+// TestSemaphoreQueueEntryOfCrashedSession: a released permit skips the
+// queue entry of a crashed session, whether its deadline passed or its
+// client no longer hears grants, and goes to the live waiter behind it at
+// once, not after the dead entry's lease (an hour here). semrelease.lua's
+// hand-off pops the entry and takes back a grant nobody heard before its
+// general path serves the next (without the take-back, the dead slot
+// kept the only permit).
+func TestSemaphoreQueueEntryOfCrashedSession(t *testing.T) {
+	const fake = "00000000000000000000000000000000-1.0"
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration
+	}{{"expired", -time.Second}, {"unheard", time.Minute}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			a := newClient(t, srv, Options{})
+			b := newClient(t, srv, Options{})
+			ctx := ctxTimeout(t, 10*time.Second)
+			name := uniqueName(t)
+			sa, _ := a.Semaphore(name, 1)
+			la, err := sa.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := newSemKeys("baton", name)
+			srv.Do(t, "RPUSH", k.queue(), fake)
+			srv.Do(t, "HSET", k.dead(), fake, fmt.Sprintf("%d:%d", time.Now().Add(tc.deadline).UnixMilli(), time.Hour.Milliseconds()))
+			sb, _ := b.Semaphore(name, 1)
+			qb := onQueue(b)
+			got := make(chan error, 1)
+			go func() {
+				l, err := sb.Acquire(ctx)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			waitFor(t, qb, 5*time.Second, "b queued")
+			if err := la.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := waitFor(t, got, 5*time.Second, "b's permit"); err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := srv.Do(t, "HEXISTS", k.lock, fake).AsInt64(); n != 0 {
+				t.Fatal("the crashed session holds a permit")
+			}
+		})
+	}
+}
