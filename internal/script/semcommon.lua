@@ -2,7 +2,10 @@
 -- --@common. The semaphore hash k holds "#f" (the last fence issued),
 -- "#l" (the limit) and one field per holder member, "<fence>:<deadline
 -- ms>" (server time). Its queue q and deadlines d are a lock's. Invariant
--- after every script: a live queued member means every permit is taken.
+-- after every script: a live queued member means every permit is taken,
+-- but for holders past their deadline that no script has read since
+-- (semrelease.lua's hand-off does not read the others): the waiters'
+-- timers run to the soonest deadline, and their next acquire frees them.
 -- An election is a semaphore of limit 1 whose hash also holds each
 -- campaigner's value as "#v:<member>"; its scripts get an announce
 -- argument ann ("P:<channel>" to PUBLISH, "S:<channel>" to SPUBLISH; ""
