@@ -52,12 +52,14 @@ func (r *wrun) analyse() WorkloadReport {
 
 // countClosesLocked fills the report's counts of Clients and Sessions
 // made, of their Closes and the longest of each kind, and of the losses
-// the Clients' Stats counted.
+// the Clients' Stats counted. The Stats are read now, once every worker is
+// back: an Unlock in flight when its Client's Close began counts after it.
 func (r *wrun) countClosesLocked(rep *WorkloadReport) {
 	rep.Clients, rep.Sessions = len(r.clients), len(r.sessions)
 	for _, cl := range r.clients {
-		rep.LostStats += cl.stats.Lost
-		rep.CachedStats += cl.stats.Cached
+		st := cl.c.Stats()
+		rep.LostStats += st.Lost
+		rep.CachedStats += st.Cached
 	}
 	for _, c := range r.closes {
 		if c.what == "Session.Close" {

@@ -25,7 +25,6 @@ type wclient struct {
 	all        []*wsession // every session it had (r.mu)
 	closeStart time.Time   // r.mu
 	closeEnd   time.Time   // r.mu
-	stats      baton.Stats // just before Close
 }
 
 type wsession struct {

@@ -86,7 +86,6 @@ func (r *wrun) restartRandomClient(rng *rand.Rand) {
 
 // closeClient closes cl and checks what must hold once Close returned.
 func (r *wrun) closeClient(cl *wclient) {
-	cl.stats = cl.c.Stats()
 	r.mu.Lock()
 	start := time.Now()
 	cl.closeStart = start

@@ -155,7 +155,7 @@ type WorkloadReport struct {
 	TryLockBusy       int
 	CtxEnded          int // Lock and Do calls ended by their ctx
 	LossesSignalled   int
-	LostStats         uint64 // sum of Client.Stats().Lost at Close
+	LostStats         uint64 // sum of Client.Stats().Lost once every worker is back
 
 	SessionCloses, ClientCloses     int
 	MaxSessionClose, MaxClientClose time.Duration
@@ -186,7 +186,7 @@ type WorkloadReport struct {
 	// named them).
 	Hows               map[string]int
 	CachedAcquisitions int    // of the acquisitions, taken from the session's cache
-	CachedStats        uint64 // sum of Client.Stats().Cached, each read just before its Client's Close
+	CachedStats        uint64 // sum of Client.Stats().Cached once every worker is back
 	Bursts             int    // bursts begun (Workload.Bursts)
 	// Recalls are the acquisitions granted to a session from another's
 	// cached lock; RecallWaitP50 and RecallWaitMax the time from the

@@ -1,7 +1,10 @@
 package checker
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -157,10 +160,31 @@ func TestFreeStretch(t *testing.T) {
 // TestWorkloadSemLeftovers: a holder field and a queue entry left in a
 // semaphore's keys by nobody the run knows are found once every Client
 // closed.
+//
+// ghost.1's client channel has a listener, as a live process's would: a
+// closing session's release hands its permit to the first queued session
+// without counting the holders (semrelease.lua), and a grant nobody hears
+// drops the entry, so without the listener the queue entry could vanish at
+// Close, rightly, instead of staying behind (as a holder field, heard).
 func TestWorkloadSemLeftovers(t *testing.T) {
 	srv := redistest.Start(t)
 	if err := srv.Do(t, "PING").Error(); err != nil {
 		t.Fatal(err)
+	}
+	ghost, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ghost.Close()
+	if _, err := io.WriteString(ghost, "SUBSCRIBE wl:c:ghost.1\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The reply: *3 $9 subscribe $14 wl:c:ghost.1 :1, one line each.
+	rd := bufio.NewReader(ghost)
+	for range 6 {
+		if _, err := rd.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rep, err := RunWorkload(context.Background(), Workload{
 		Names:              1,
