@@ -20,7 +20,10 @@ if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
   -- taken (see semcommon.lua), so ours is the one to grant, to the first
   -- queued session if live and not us, without reading the other holders.
   -- A holder whose deadline passed unseen is left for the next scan: its
-  -- waiters' timers run to its deadline. Anything else takes the general
+  -- waiters' timers run to its deadline. A hash over its limit (written
+  -- from outside, or rolled back by a failover) keeps its count until
+  -- holders leave or lapse, where the scan would grant nothing. Anything
+  -- else takes the general
   -- path below, which goes on from there (a popped dead entry is gone, a
   -- grant nobody heard undone).
   local v = redis.call('HGET', KEYS[1], ARGV[2])
