@@ -58,11 +58,11 @@ func (cfg *config) show(a *admin.Admin, name string) int {
 func showLock(w io.Writer, n admin.Name) {
 	switch {
 	case n.Held:
+		st := "held"
 		if n.Cached {
-			fmt.Fprintf(w, "state:\theld (cached: kept by its session between uses, until another session asks for it)\n")
-		} else {
-			fmt.Fprintf(w, "state:\theld\n")
+			st += " (cached: kept by its session between uses, until another session asks for it)"
 		}
+		fmt.Fprintf(w, "state:\t%s\n", st)
 		fmt.Fprintf(w, "holder:\t%s\t(owner token: session %s, fence %d)\n", n.Owner, n.Member(), n.Fence)
 		fmt.Fprintf(w, "instance:\t%s\n", instance(n.Instance))
 		fmt.Fprintf(w, "token:\t%d\n", n.Token)

@@ -1,5 +1,6 @@
 -- Shared helpers, put where a script says --@common (else at its top):
--- making them costs every call, so fast paths run before.
+-- making them costs every call, so fast paths run before. handoff.lua
+-- comes before them (tell).
 -- The lock key holds "<member>:<fence>" while held and "~<fence>" while
 -- free (with a TTL of an hour), so it always carries the last fence issued
 -- and, when free, says that nobody is queued. Queue keys q (list of
@@ -67,22 +68,6 @@ local function enqueue(q, d, member, lease, ttl)
   keep(q, lease)
   keep(d, lease)
   return pos, fresh
-end
-
--- tell sends a grant message for name to member h under fence f, and
--- reports whether anyone can hear it. via is "C:<prefix>" to PUBLISH on
--- the grantee's client channel, whose receiver count says whether its
--- client still listens (0: crashed, or reconnecting, after which it asks
--- again), or "S:<channel>" to SPUBLISH on the name's shard channel (Redis
--- Cluster: delivered by the key's own node; other clients listen there
--- too, so its count says nothing of the grantee).
-local function tell(via, h, f, name)
-  local msg = fmt(f) .. ' ' .. h .. ' ' .. name
-  if string.sub(via, 1, 2) == 'S:' then
-    redis.call('SPUBLISH', string.sub(via, 3), msg)
-    return true
-  end
-  return redis.call('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(h, 1, 32), msg) > 0
 end
 
 -- release ends a hold whose last fence is last (nil: unknown): it grants

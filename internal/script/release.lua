@@ -31,47 +31,24 @@ if (ARGV[4] == '0' or ARGV[4] == 'k') and not redis.call('LINDEX', KEYS[2], 0) t
   return 0
 end
 local last
+--@handoff
 if v then
-  -- The grant, also before the helpers: the first queued member, if live
-  -- and not us, gets the lock under the next fence; if its client hears
-  -- the grant (see tell), we are done, queued again for our waiters in
-  -- modes 1 and 2. Anything else takes the general path below, which goes
-  -- on from there.
-  local h = redis.call('LPOP', KEYS[2])
-  local e = h and redis.call('HGET', KEYS[3], h)
-  if e then redis.call('HDEL', KEYS[3], h) end
-  if e and h ~= ARGV[2] then
-    local dl, lease = string.match(e, '^(%d+):(%d+)')
-    local t = redis.call('TIME')
-    local ms = t[1] * 1000 + math.floor(t[2] / 1000)
-    if dl and tonumber(dl) >= ms then
-      local us = t[1] * 1000000 + t[2]
-      last = tonumber(string.sub(ARGV[1], #ARGV[2] + 2))
-      if us > last + 1 then last = us else last = last + 1 end
-      local f = string.format('%.0f', last)
-      redis.call('SET', KEYS[1], h .. ':' .. f, 'PX', lease)
-      local msg, via, heard = f .. ' ' .. h .. ' ' .. ARGV[6], ARGV[5], true
-      if string.byte(via, 1) == 83 then
-        redis.call('SPUBLISH', string.sub(via, 3), msg)
-      else
-        heard = redis.call('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(h, 1, 32), msg) > 0
-      end
-      if heard and (ARGV[4] == '0' or ARGV[4] == 'k') then return {1, 0} end
-      if heard then
-        -- Queued again: at the tail, alive alive(lease) ms (mode 1) or
-        -- the linger (mode 2); the queue lives as long as enqueue keeps it.
-        local mine = tonumber(ARGV[3])
-        local ttl = mine / 2 + 50
-        if ARGV[4] == '2' then ttl = tonumber(ARGV[7]) end
-        if redis.call('HSET', KEYS[3], ARGV[2], string.format('%.0f', ms + ttl) .. ':' .. ARGV[3]) == 1
-            or not redis.call('LPOS', KEYS[2], ARGV[2]) then
-          redis.call('RPUSH', KEYS[2], ARGV[2])
-        end
-        for i = 2, 3 do
-          if redis.call('PTTL', KEYS[i]) < mine then redis.call('PEXPIRE', KEYS[i], 2 * mine) end
-        end
-        return {1, ARGV[4] == '2' and 1 or 0}
-      end
+  -- The grant, also before the common helpers: the first queued member,
+  -- if live and not us, gets the lock under the next fence; if its client
+  -- hears the grant (see tell), we are done, queued again for our waiters
+  -- in modes 1 and 2. Anything else takes the general path below, which
+  -- goes on from there.
+  local h, lease, t, ms = poplive(KEYS[2], KEYS[3], ARGV[2])
+  if h then
+    last = nextfence(t, tonumber(string.sub(ARGV[1], #ARGV[2] + 2)))
+    redis.call('SET', KEYS[1], h .. ':' .. string.format('%.0f', last), 'PX', lease)
+    if tell(ARGV[5], h, last, ARGV[6]) then
+      if ARGV[4] == '0' or ARGV[4] == 'k' then return {1, 0} end
+      -- Queued again: alive alive(lease) ms (mode 1) or the linger (mode 2).
+      local ttl = tonumber(ARGV[3]) / 2 + 50
+      if ARGV[4] == '2' then ttl = tonumber(ARGV[7]) end
+      requeue(KEYS[2], KEYS[3], ARGV[2], ARGV[3], ttl, ms)
+      return {1, ARGV[4] == '2' and 1 or 0}
     end
   end
 end

@@ -35,6 +35,8 @@ import (
 var (
 	//go:embed common.lua
 	commonLua string
+	//go:embed handoff.lua
+	handoffLua string
 	//go:embed acquire.lua
 	acquireLua string
 	//go:embed release.lua
@@ -80,9 +82,15 @@ type Script struct {
 }
 
 // newScript puts the shared helpers (common.lua, then more, such as the
-// semaphore helpers) where body says --@common, or at its top.
+// semaphore helpers) where body says --@common, or at its top, and the
+// hand-off helpers (handoff.lua) where it says --@handoff, or with them.
 func newScript(body string, more ...string) *Script {
 	helpers := commonLua + strings.Join(more, "")
+	if before, after, ok := strings.Cut(body, "--@handoff\n"); ok {
+		body = before + handoffLua + after
+	} else {
+		helpers = handoffLua + helpers
+	}
 	src := helpers + body
 	if before, after, ok := strings.Cut(body, "--@common\n"); ok {
 		src = before + helpers + after

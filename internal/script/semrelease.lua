@@ -14,8 +14,9 @@
 --         {1, lingering (0/1)} when granted to another session (mode 1: we
 --           are queued again),
 --         {2, fence} when taken again for this slot's waiters.
+--@handoff
 if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
-  -- The hand-off, first, before the helpers are made (a plain semaphore,
+  -- The hand-off, first, before the common helpers (a plain semaphore,
   -- released or lingering): a live queued session means every permit was
   -- taken (see semcommon.lua), so ours is the one to grant, to the first
   -- queued session if live and not us, without reading the other holders.
@@ -23,51 +24,26 @@ if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
   -- waiters' timers run to its deadline. A hash over its limit (written
   -- from outside, or rolled back by a failover) keeps its count until
   -- holders leave or lapse, where the scan would grant nothing. Anything
-  -- else takes the general
-  -- path below, which goes on from there (a popped dead entry is gone, a
-  -- grant nobody heard undone).
+  -- else takes the general path below, which goes on from there (a popped
+  -- dead entry is gone, a grant nobody heard undone).
   local v = redis.call('HGET', KEYS[1], ARGV[2])
   if v and string.match(v, '^(%d+):') == string.match(ARGV[1], ':(%d+)$') then
-    local h = redis.call('LPOP', KEYS[2])
-    local e = h and redis.call('HGET', KEYS[3], h)
-    if e then redis.call('HDEL', KEYS[3], h) end
-    if e and h ~= ARGV[2] then
-      local dl, gl = string.match(e, '^(%d+):(%d+)')
-      local t = redis.call('TIME')
-      local ms = t[1] * 1000 + math.floor(t[2] / 1000)
-      if dl and tonumber(dl) >= ms then
-        -- semput and tell, inline: the next fence, the grantee's lease.
-        local us = t[1] * 1000000 + t[2]
-        local last = tonumber(redis.call('HGET', KEYS[1], '#f') or '0')
-        if us > last + 1 then last = us else last = last + 1 end
-        local f, glease = string.format('%.0f', last), tonumber(gl)
-        redis.call('HSET', KEYS[1], h, f .. ':' .. string.format('%.0f', ms + glease), '#f', f)
-        local msg, heard = f .. ' ' .. h .. ' ' .. ARGV[6], true
-        if string.byte(ARGV[5], 1) == 83 then
-          redis.call('SPUBLISH', string.sub(ARGV[5], 3), msg)
-        else
-          heard = redis.call('PUBLISH', string.sub(ARGV[5], 3) .. ':c:' .. string.sub(h, 1, 32), msg) > 0
-        end
-        if heard then
-          redis.call('HDEL', KEYS[1], ARGV[2])
-          if redis.call('PTTL', KEYS[1]) < glease then redis.call('PEXPIRE', KEYS[1], 2 * glease) end
-          -- Linger: every permit is taken again (but those of holders past
-          -- their deadline, which the next scan frees and serves).
-          local mine = tonumber(ARGV[3])
-          if ARGV[4] == '2' then
-            if redis.call('HSET', KEYS[3], ARGV[2], string.format('%.0f', ms + tonumber(ARGV[7])) .. ':' .. ARGV[3]) == 1
-                or not redis.call('LPOS', KEYS[2], ARGV[2]) then
-              redis.call('RPUSH', KEYS[2], ARGV[2])
-            end
-            for i = 2, 3 do
-              if redis.call('PTTL', KEYS[i]) < mine then redis.call('PEXPIRE', KEYS[i], 2 * mine) end
-            end
-            return {1, 1}
-          end
-          return {1, 0}
-        end
-        redis.call('HDEL', KEYS[1], h)
+    local h, lease, t, ms = poplive(KEYS[2], KEYS[3], ARGV[2])
+    if h then
+      -- semput, inline: the next fence, the grantee's lease.
+      local f, glease = nextfence(t, tonumber(redis.call('HGET', KEYS[1], '#f') or '0')), tonumber(lease)
+      local fs = string.format('%.0f', f)
+      redis.call('HSET', KEYS[1], h, fs .. ':' .. string.format('%.0f', ms + glease), '#f', fs)
+      if tell(ARGV[5], h, f, ARGV[6]) then
+        redis.call('HDEL', KEYS[1], ARGV[2])
+        if redis.call('PTTL', KEYS[1]) < glease then redis.call('PEXPIRE', KEYS[1], 2 * glease) end
+        if ARGV[4] ~= '2' then return {1, 0} end
+        -- Linger: every permit is taken again (but those of holders past
+        -- their deadline, which the next scan frees and serves).
+        requeue(KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[7]), ms)
+        return {1, 1}
       end
+      redis.call('HDEL', KEYS[1], h)
     end
   end
 end
