@@ -330,8 +330,7 @@ func TestCacheRecallBehindDeadEntries(t *testing.T) {
 	cached(t, srv, a, name)
 	// An entry of a crashed session, live for a minute: b queues behind it.
 	dead := "0123456789abcdef0123456789abcdef-1"
-	srv.Do(t, "RPUSH", k.queue(), dead)
-	srv.Do(t, "HSET", k.dead(), dead, strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)+":10000")
+	srv.Do(t, "RPUSH", k.queue(), queueEntry(dead, time.Now().Add(time.Minute), 10*time.Second))
 	bGot := make(chan error, 1)
 	go func() {
 		lb, err := b.Lock(ctx, name)

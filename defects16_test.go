@@ -601,10 +601,10 @@ func TestIssue16Defect9DeadQueueEntryAllowsNewLimit(t *testing.T) {
 			last = max(last, n)
 		}
 	}
-	entries, _ := srv.Do(t, "HGETALL", k.dead()).AsStrMap()
-	for _, v := range entries {
-		dl, _, _ := strings.Cut(v, ":")
-		n, _ := strconv.ParseInt(dl, 10, 64)
+	entries, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice()
+	for _, e := range entries {
+		f := strings.Split(e, "|")
+		n, _ := strconv.ParseInt(f[min(1, len(f)-1)], 10, 64)
 		last = max(last, n)
 	}
 	if last == 0 {

@@ -791,17 +791,14 @@ func lockWithin(t *testing.T, c lockCaller, ctx context.Context, name string, d 
 	return l
 }
 
-// queueMembers returns the members in name's Redis queue (list and
-// deadlines hash, deduplicated).
+// queueMembers returns the members in name's Redis queue (deduplicated).
 func queueMembers(t testing.TB, srv *redistest.Server, name string) []string {
 	t.Helper()
-	k := newKeys(DefaultKeyPrefix, name)
-	list, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice()
-	hash, _ := srv.Do(t, "HKEYS", k.dead()).AsStrSlice()
+	list, _ := srv.Do(t, "LRANGE", newKeys(DefaultKeyPrefix, name).queue(), "0", "-1").AsStrSlice()
 	seen := map[string]bool{}
 	var out []string
-	for _, m := range append(list, hash...) {
-		if !seen[m] {
+	for _, e := range list {
+		if m := entryMember(e); !seen[m] {
 			seen[m] = true
 			out = append(out, m)
 		}

@@ -19,7 +19,7 @@ import (
 //
 // An election is a semaphore of limit 1 in a key space of its own: the
 // hash "<prefix>:e:{<name>}" (its holder, last fence, limit and the
-// campaigns' values), ":q" and ":d" (its queue), apart from the lock and
+// campaigns' values), ":q" (its queue), apart from the lock and
 // the semaphore of the same name. Each change of leader is published on
 // "<prefix>:e:{<name>}:ev" (a shard channel on Redis Cluster), which
 // Observe listens on.

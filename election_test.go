@@ -420,7 +420,7 @@ func TestElectionGiveUp(t *testing.T) {
 	// The entry leaves before Campaign returns, unless B's last attempt
 	// was still unanswered: then in the background, within a lease.
 	for end := time.Now().Add(5 * time.Second); ; {
-		n, _ := srv.Do(t, "EXISTS", k.queue(), k.dead()).AsInt64()
+		n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64()
 		if n == 0 {
 			break
 		}

@@ -205,7 +205,7 @@ func TestAwkwardNames(t *testing.T) {
 		if owner := lockOwner(t, srv, DefaultKeyPrefix, name); owner != "" {
 			t.Fatalf("%.20q: still owned by %q after Unlock", name, owner)
 		}
-		if n, _ := srv.Do(t, "EXISTS", k.queue(), k.dead()).AsInt64(); n != 0 {
+		if n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64(); n != 0 {
 			t.Fatalf("%.20q: %d queue keys left", name, n)
 		}
 	}

@@ -14,21 +14,18 @@ const MaxNameLen = keyspace.MaxNameLen
 // keys are the Redis keys of one lock name. They all begin with
 // "<prefix>:{<name>}", so they share a hash slot on Redis Cluster. Only the
 // lock key is kept (renewals send it every tick, and a session may hold
-// many names): the queue and deadline keys, which only the acquire,
-// release and dequeue scripts and a queue entry's refresh need, are made
-// when used.
+// many names): the queue key, which only the acquire, release and
+// dequeue scripts and a queue entry's refresh need, is made when used.
 type keys struct {
 	lock string // "<member>:<fence>" with the lease as TTL; "~<fence>" for an hour once free
 }
 
-// queue is the list of waiting sessions, oldest first.
+// queue is the list of waiting sessions, oldest first: entries
+// "<member>|<deadline ms>|<lease ms>" (see internal/script/handoff.lua).
 func (k keys) queue() string { return k.lock + ":q" }
 
-// dead is the hash: waiting session -> "<deadline ms>:<lease ms>".
-func (k keys) dead() string { return k.lock + ":d" }
-
-// list returns lock, queue, dead: the KEYS of every script.
-func (k keys) list() []string { return []string{k.lock, k.queue(), k.dead()} }
+// list returns lock, queue: the KEYS of every script.
+func (k keys) list() []string { return []string{k.lock, k.queue()} }
 
 func newKeys(prefix, name string) keys {
 	return keys{lock: keyspace.LockKey(prefix, name)}
@@ -36,7 +33,7 @@ func newKeys(prefix, name string) keys {
 
 // newSemKeys returns the keys of semaphore name: its hash
 // "<prefix>:s:{<name>}" (see internal/script/semcommon.lua) in the lock
-// key's place, then its queue and deadlines. The hash tag is the name's,
+// key's place, then its queue. The hash tag is the name's,
 // so a semaphore and a lock of one name share a slot, and the ":s:" keeps
 // their keys apart.
 func newSemKeys(prefix, name string) keys {
@@ -45,7 +42,7 @@ func newSemKeys(prefix, name string) keys {
 
 // newElectKeys returns the keys of election name: its hash
 // "<prefix>:e:{<name>}" (a semaphore's hash of limit 1 that also holds
-// the campaigns' values), then its queue and deadlines, apart from the
+// the campaigns' values), then its queue, apart from the
 // keys of the lock and the semaphore of the same name.
 func newElectKeys(prefix, name string) keys {
 	return keys{lock: prefix + ":e:{" + name + "}"}

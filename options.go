@@ -37,8 +37,8 @@ type Options struct {
 
 	// KeyPrefix begins every key baton writes: "<prefix>:{<name>}" holds the
 	// owner token and fence while held ("<member>:<fence>") and the last
-	// fence once free ("~<fence>"); companions ":q" and ":d" hold the queue
-	// of waiting sessions and their deadlines, ":c" the value of a lock its
+	// fence once free ("~<fence>"); companion ":q" holds the queue of
+	// waiting sessions and their deadlines, ":c" the value of a lock its
 	// session keeps cached (CacheIdle). Default "baton". It must not
 	// contain '{' or '}'.
 	KeyPrefix string

@@ -1,9 +1,13 @@
 package baton
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,10 +74,20 @@ func TestCohortBound(t *testing.T) {
 // injectEntry queues a fake session for name, as a crashed process would
 // leave it, with its deadline offset from now.
 func injectEntry(t *testing.T, srv *redistest.Server, name, member string, deadline, lease time.Duration) {
-	k := newKeys("baton", name)
-	now := time.Now()
-	srv.Do(t, "RPUSH", k.queue(), member)
-	srv.Do(t, "HSET", k.dead(), member, fmt.Sprintf("%d:%d", now.Add(deadline).UnixMilli(), lease.Milliseconds()))
+	srv.Do(t, "RPUSH", newKeys("baton", name).queue(), queueEntry(member, time.Now().Add(deadline), lease))
+}
+
+// queueEntry is the queue entry of member, live until deadline, asking for
+// lease (see internal/script/handoff.lua). The scripts compare deadlines
+// with Redis's clock: the same machine's here.
+func queueEntry(member string, deadline time.Time, lease time.Duration) string {
+	return fmt.Sprintf("%s|%d|%d", member, deadline.UnixMilli(), lease.Milliseconds())
+}
+
+// entryMember is the member of a queue entry.
+func entryMember(e string) string {
+	m, _, _ := strings.Cut(e, "|")
+	return m
 }
 
 // TestQueueEntryOfCrashedSession: an entry whose deadline passed is pruned
@@ -171,12 +185,11 @@ func TestGrantToWaiterThatGaveUp(t *testing.T) {
 	}
 	k := newKeys("baton", name)
 	v0, _ := srv.Do(t, "GET", k.lock).ToString()
-	if n, _ := srv.Do(t, "EXISTS", k.queue(), k.dead()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
+	if n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
 		t.Logf("n=%d lock then %q", n, v0)
 		q, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice()
-		d, _ := srv.Do(t, "HGETALL", k.dead()).AsStrMap()
 		v, _ := srv.Do(t, "GET", k.lock).ToString()
-		t.Fatalf("left: queue %v deadlines %v lock %q (a %s, b %s, c %s)", q, d, v, a.id[:6], b.id[:6], c.id[:6])
+		t.Fatalf("left: queue %v lock %q (a %s, b %s, c %s)", q, v, a.id[:6], b.id[:6], c.id[:6])
 	}
 }
 
@@ -234,8 +247,7 @@ func TestSemaphoreQueueEntryOfCrashedSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			k := newSemKeys("baton", name)
-			srv.Do(t, "RPUSH", k.queue(), fake)
-			srv.Do(t, "HSET", k.dead(), fake, fmt.Sprintf("%d:%d", time.Now().Add(tc.deadline).UnixMilli(), time.Hour.Milliseconds()))
+			srv.Do(t, "RPUSH", k.queue(), queueEntry(fake, time.Now().Add(tc.deadline), time.Hour))
 			sb, _ := b.Semaphore(name, 1)
 			qb := onQueue(b)
 			got := make(chan error, 1)
@@ -257,5 +269,84 @@ func TestSemaphoreQueueEntryOfCrashedSession(t *testing.T) {
 				t.Fatal("the crashed session holds a permit")
 			}
 		})
+	}
+}
+
+// TestGrantReadsOnlyTheQueue: a release hands the lock to the queued
+// session with what its queue entry holds (issue 18): no hash command runs,
+// and the grantee's lease, not the releaser's, is the key's TTL.
+func TestGrantReadsOnlyTheQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{LeaseTTL: 20 * time.Second})
+	b := newClient(t, srv, Options{LeaseTTL: 2 * time.Second})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bGot := queuedLock(t, b, ctx, name)
+	if err := srv.Do(t, "CONFIG", "RESETSTAT").Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := waitFor(t, bGot, 5*time.Second, "b")
+	defer lb.Unlock(ctx)
+	stats := srv.Info(t, "commandstats")
+	for _, c := range []string{"hget", "hset", "hdel", "hexists", "hgetall"} {
+		if s, ok := stats["cmdstat_"+c]; ok {
+			t.Errorf("the grant ran %s (%s)", strings.ToUpper(c), s)
+		}
+	}
+	if _, ok := stats["cmdstat_lpop"]; !ok {
+		t.Errorf("no LPOP: the lock did not pass through the queue (%v)", stats)
+	}
+	if ttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).lock).AsInt64(); ttl <= 0 || ttl > 2000 {
+		t.Fatalf("PTTL %d ms after the grant: want b's lease (2 s) at most", ttl)
+	}
+}
+
+// TestQueueEntryOfOlderBaton: a bare member in the queue, as a baton from
+// before issue 18 wrote it (its deadline in a hash), is a dead entry: the
+// release drops it and serves the next session, even when the bare
+// member's client channel has a listener that would hear a grant.
+func TestQueueEntryOfOlderBaton(t *testing.T) {
+	const old = "00000000000000000000000000000001-1"
+	srv := redistest.Start(t)
+	listener, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+	if _, err := io.WriteString(listener, "SUBSCRIBE baton:c:"+old[:32]+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(listener)
+	for range 6 { // *3 $9 subscribe $<n> <channel> :1, one line each
+		if _, err := rd.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := newClient(t, srv, Options{})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	k := newKeys("baton", name)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Do(t, "RPUSH", k.queue(), old)
+	srv.Do(t, "HSET", k.lock+":d", old, fmt.Sprintf("%d:%d", time.Now().Add(time.Minute).UnixMilli(), time.Minute.Milliseconds()))
+	bGot := queuedLock(t, b, ctx, name)
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := waitFor(t, bGot, 5*time.Second, "b")
+	defer lb.Unlock(ctx)
+	if q, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice(); len(q) != 0 {
+		t.Fatalf("queue %q after the grant to b: want the bare member dropped", q)
 	}
 }

@@ -402,7 +402,7 @@ func renewCall(g []renewal) script.Call {
 			keys = append(keys, r.n.keys.lock)
 			args = append(args, holdKinds[b2i(r.queue)<<1|b2i(r.track)], r.owner, lease)
 		default:
-			keys = append(keys, r.n.keys.queue(), r.n.keys.dead())
+			keys = append(keys, r.n.keys.queue())
 			args = append(args, "w", r.n.member, lease)
 		}
 	}

@@ -28,7 +28,7 @@ const MaxSemaphoreLimit = 1024
 // apply), so that tokens keep rising across permits.
 //
 // A semaphore's keys are "<prefix>:s:{<name>}" (a hash of its holders, its
-// last fence and its limit), ":q" and ":d" (its queue), in the slot of the
+// last fence and its limit), ":q" (its queue), in the slot of the
 // lock of the same name but apart from its keys: a semaphore and a lock of
 // one name are independent. Every client must use one limit per name while
 // the semaphore is held or awaited; another limit fails with

@@ -91,16 +91,18 @@ func (a *Admin) Addrs() []string {
 type Entry struct {
 	// Member is the queued identity: a session ("<client id>-<n>"), a
 	// semaphore's permit slot ("<session>.<slot>") or an election's
-	// campaign slot ("<session>.e<slot>").
+	// campaign slot ("<session>.e<slot>"); the whole entry when it does
+	// not parse (see Deadline).
 	Member string
 	// Instance is the Options.Instance of the member's client, "" when
 	// Redis has none (see Holder.Instance).
 	Instance string
 	Value    string // an election's: the value the campaign would lead with
 	// Deadline is when Redis drops the entry unless the session refreshes
-	// it, by Redis's clock (which may differ from this machine's); the zero
-	// Time when the entry has no deadline (it is dead: the next release
-	// prunes it).
+	// it, by Redis's clock (which may differ from this machine's), as the
+	// entry itself says ("<member>|<deadline ms>|<lease ms>"); the zero
+	// Time when the entry does not parse, as a bare member an older baton
+	// queued (it is dead: the next release prunes it).
 	Deadline time.Time
 	// Left is Deadline minus Redis's clock when read: independent of this
 	// machine's clock. Zero or below: the entry is dead but not yet pruned.

@@ -48,12 +48,13 @@ type Holder struct {
 }
 
 // keys are the Redis keys of one name of one kind, as baton's keys.go
-// makes them: the lock key or the semaphore's or election's hash, its
-// queue and its deadlines; for a lock, its cache mark too ("<key>:c",
-// which holds the key's value while the holder's session keeps it cached).
+// makes them: the lock key or the semaphore's or election's hash, and its
+// queue (whose entries carry their deadlines); for a lock, its cache mark
+// too ("<key>:c", which holds the key's value while the holder's session
+// keeps it cached).
 type keys struct {
-	main, queue, dead string
-	mark              string // a lock's; "" for the other kinds
+	main, queue string
+	mark        string // a lock's; "" for the other kinds
 }
 
 func (a *Admin) keysOf(kind Kind, name string) keys {
@@ -66,15 +67,15 @@ func (a *Admin) keysOf(kind Kind, name string) keys {
 	default:
 		k = keyspace.LockKey(a.prefix, name)
 	}
-	ks := keys{main: k, queue: k + ":q", dead: k + ":d"}
+	ks := keys{main: k, queue: k + ":q"}
 	if kind == KindLock {
 		ks.mark = k + ":c"
 	}
 	return ks
 }
 
-// list is the keys the release scripts take: main, queue, deadlines.
-func (k keys) list() []string { return []string{k.main, k.queue, k.dead} }
+// list is the keys the release scripts take: main, queue.
+func (k keys) list() []string { return []string{k.main, k.queue} }
 
 // withMark is list and, for a lock, its cache mark: readLua's keys. All
 // are in the name's hash slot.

@@ -150,8 +150,7 @@ func TestKindsStates(t *testing.T) {
 	srv.Do(t, "SET", keyspace.SemKey("baton", base+"-foreign"), "str")
 	member := "0123456789abcdef0123456789abcdef-1.0"
 	queue := keyspace.ElectKey("baton", base+"-queued") + ":q"
-	srv.Do(t, "RPUSH", queue, member)
-	srv.Do(t, "HSET", queue[:len(queue)-2]+":d", member, uitoa(uint64(time.Now().Add(time.Minute).UnixMilli()))+":1500")
+	srv.Do(t, "RPUSH", queue, member+"|"+uitoa(uint64(time.Now().Add(time.Minute).UnixMilli()))+"|1500")
 
 	all, _ := listEvery(t, a, base+"-*")
 	if len(all) != 4 {

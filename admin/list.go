@@ -180,9 +180,13 @@ func (a *Admin) readKeys(ctx context.Context, match string, keys []string) ([]Na
 // nameOf returns the item of a lock key ("<prefix>:{<name>}"), a
 // semaphore's or an election's hash ("<prefix>:s:{<name>}",
 // "<prefix>:e:{<name>}") or their queues (the same with ":q"); ok is false
-// for the deadline hashes (":d"), a lock's cache mark (":c": a cached lock
-// has its lock key, which lists it, and a mark without one is stale) and
-// any other key.
+// for a lock's cache mark (":c": a cached lock has its lock key, which
+// lists it, and a mark without one is stale) and any other key. That
+// includes the deadline hashes (":d") of older batons, whose queues were
+// bare members with their deadlines there: such a hash names no live
+// session now (the scripts drop entries without a deadline of their own)
+// and lapses with its TTL, so it lists nothing, not even a name that has
+// no other key.
 func (a *Admin) nameOf(key string) (it item, queue, ok bool) {
 	rest, ok := strings.CutPrefix(key, a.prefix+":")
 	if !ok {

@@ -158,8 +158,7 @@ func TestListQueueOnly(t *testing.T) {
 	name := locktest.UniqueName(t)
 	member := "0123456789abcdef0123456789abcdef-1"
 	deadline := time.Now().Add(time.Minute).UnixMilli()
-	srv.Do(t, "RPUSH", "baton:{"+name+"}:q", member)
-	srv.Do(t, "HSET", "baton:{"+name+"}:d", member, fmt.Sprintf("%d:1500", deadline))
+	srv.Do(t, "RPUSH", "baton:{"+name+"}:q", fmt.Sprintf("%s|%d|1500", member, deadline))
 
 	all, _ := listAll(t, a, "")
 	n, ok := all[name]
@@ -175,6 +174,43 @@ func TestListQueueOnly(t *testing.T) {
 	}
 	if len(in.Queue) != 1 || in.Queue[0].Member != member || in.Queue[0].Deadline.UnixMilli() != deadline || in.Queue[0].Lease != 1500*time.Millisecond {
 		t.Errorf("Inspect queue %+v, want %s until %d, lease 1.5s", in.Queue, member, deadline)
+	}
+}
+
+// TestListOldQueue reads what an older baton leaves: queue entries that
+// are bare members (their deadlines were in a hash "<key>:d") and that
+// hash. A bare or otherwise unparsable entry is dead, as the scripts take
+// it; a ":d" hash alone lists nothing.
+func TestListOldQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newAdmin(t, srv.Option())
+	name, stray := locktest.UniqueName(t), locktest.UniqueName(t)+"-d"
+	old := "0123456789abcdef0123456789abcdef-1"
+	member := "0123456789abcdef0123456789abcdef-2"
+	deadline := time.Now().Add(time.Minute).UnixMilli()
+	srv.Do(t, "RPUSH", "baton:{"+name+"}:q", old, member+"|x|1500", fmt.Sprintf("%s|%d|1500", member, deadline))
+	srv.Do(t, "HSET", "baton:{"+name+"}:d", old, fmt.Sprintf("%d:1500", deadline))
+	srv.Do(t, "HSET", "baton:{"+stray+"}:d", old, fmt.Sprintf("%d:1500", deadline))
+
+	all, _ := listAll(t, a, "")
+	if n, ok := all[name]; !ok || len(all) != 1 || n.QueueLen != 3 {
+		t.Fatalf("List = %v, want only %q with 3 queued", all, name)
+	}
+	in, err := a.Inspect(locktest.CtxTimeout(t, locktest.Bound), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := in.Queue
+	if len(q) != 3 {
+		t.Fatalf("Inspect queue %+v, want 3 entries", q)
+	}
+	for i, want := range []string{old, member + "|x|1500"} {
+		if q[i].Member != want || !q[i].Deadline.IsZero() || q[i].Left != 0 || q[i].Lease != 0 {
+			t.Errorf("entry %d %+v, want %q dead", i, q[i], want)
+		}
+	}
+	if q[2].Member != member || q[2].Deadline.UnixMilli() != deadline || q[2].Left <= 0 || q[2].Lease != 1500*time.Millisecond {
+		t.Errorf("entry 2 %+v, want %s until %d, lease 1.5s", q[2], member, deadline)
 	}
 }
 

@@ -18,15 +18,15 @@ const inspectQueueMax = 1000
 // wrong type (someone else's keys under the prefix) by reporting their type
 // instead of failing the whole List.
 //
-// KEYS: the lock key, or a semaphore's or election's hash; the queue; the
-// deadlines; for a lock, its cache mark ("<key>:c"). ARGV: how many queue
-// entries to return; "h" when KEYS[1] is a hash. Returns {the value or nil
-// (for a hash: nil unless the key is of another type), PTTL, queue length,
+// KEYS: the lock key, or a semaphore's or election's hash; the queue; for
+// a lock, its cache mark ("<key>:c"). ARGV: how many queue entries to
+// return; "h" when KEYS[1] is a hash. Returns {the value or nil (for a
+// hash: nil unless the key is of another type), PTTL, queue length,
 // server time ms, the hash's fields or nil, 1 when the cache mark holds
-// the lock key's whole value (else 0), then member and entry (or nil) for
-// each queue entry returned}.
+// the lock key's whole value (else 0), then the queue's first entries as
+// they are, "<member>|<deadline ms>|<lease ms>": parseEntry reads them}.
 var readLua = rueidis.NewLuaScript(`
-local k, q, d, c = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local k, q, c = KEYS[1], KEYS[2], KEYS[3]
 local v, h = false, false
 local ty = redis.call('TYPE', k).ok
 if ARGV[2] == 'h' and ty == 'hash' then
@@ -52,10 +52,8 @@ end
 local r = {v, redis.call('PTTL', k), n, t[1] * 1000 + math.floor(t[2] / 1000), h, cached}
 local max = tonumber(ARGV[1])
 if n == 0 or max == 0 then return r end
-local dty = redis.call('TYPE', d).ok
-for _, m in ipairs(redis.call('LRANGE', q, 0, max - 1)) do
-  r[#r + 1] = m
-  r[#r + 1] = dty == 'hash' and redis.call('HGET', d, m) or false
+for _, e in ipairs(redis.call('LRANGE', q, 0, max - 1)) do
+  r[#r + 1] = e
 end
 return r
 `)
@@ -104,7 +102,7 @@ func parseRead(it item, res rueidis.RedisResult) (n Name, exists bool, err error
 	if err != nil {
 		return Name{}, false, err
 	}
-	if len(arr) < readHeader || (len(arr)-readHeader)%2 != 0 {
+	if len(arr) < readHeader {
 		return Name{}, false, fmt.Errorf("unexpected reply of %d elements", len(arr))
 	}
 	n = Name{Kind: it.kind, Name: it.name}
@@ -128,29 +126,44 @@ func parseRead(it item, res rueidis.RedisResult) (n Name, exists bool, err error
 	}
 	qlen, _ := arr[2].AsInt64()
 	n.QueueLen = int(qlen)
-	for i := readHeader; i < len(arr); i += 2 {
-		m, _ := arr[i].ToString()
-		e, _ := arr[i+1].ToString() // nil: no entry, so dead
-		en := parseEntry(m, e, now)
-		en.Value = values[m]
+	for _, el := range arr[readHeader:] {
+		e, _ := el.ToString()
+		en := parseEntry(e, now)
+		en.Value = values[en.Member]
 		n.Queue = append(n.Queue, en)
 	}
 	return n, exists, nil
 }
 
-// parseEntry reads a deadline entry "<deadline ms>:<lease ms>"; now is
-// Redis's clock in ms.
-func parseEntry(member, e string, now int64) Entry {
-	en := Entry{Member: member}
-	dl, lease, _ := strings.Cut(e, ":")
-	if ms, ok := digits(dl); ok {
-		en.Deadline = time.UnixMilli(int64(ms))
-		en.Left = time.Duration(int64(ms)-now) * time.Millisecond
+// parseEntry reads a queue entry "<member>|<deadline ms>|<lease ms>"; now
+// is Redis's clock in ms. An entry that does not parse (a bare member, as
+// an older baton queued with its deadline in a hash "<key>:d") is dead:
+// the scripts drop it on sight. Its Member is then the whole entry, and it
+// has no Deadline.
+func parseEntry(e string, now int64) Entry {
+	member, dl, lease, ok := splitEntry(e)
+	if !ok {
+		return Entry{Member: e}
 	}
-	if ms, ok := digits(lease); ok {
-		en.Lease = time.Duration(ms) * time.Millisecond
+	return Entry{Member: member, Deadline: time.UnixMilli(int64(dl)),
+		Left: time.Duration(int64(dl)-now) * time.Millisecond, Lease: time.Duration(lease) * time.Millisecond}
+}
+
+// splitEntry splits a queue entry as the scripts do (unentry, in
+// internal/script/common.lua): the member is all before the last two
+// fields, which must be digits.
+func splitEntry(e string) (member string, deadline, lease uint64, ok bool) {
+	i := strings.LastIndexByte(e, '|')
+	if i < 0 {
+		return "", 0, 0, false
 	}
-	return en
+	j := strings.LastIndexByte(e[:i], '|')
+	if j < 0 {
+		return "", 0, 0, false
+	}
+	deadline, ok1 := digits(e[j+1 : i])
+	lease, ok2 := digits(e[i+1:])
+	return e[:j], deadline, lease, ok1 && ok2
 }
 
 // Inspect returns what Redis holds for the lock name, with its queue (the

@@ -76,10 +76,11 @@ func TestShow(t *testing.T) {
 	owner := get(t, rc, lockKey(name))
 	got := locktest.LockAsync(t, c2, name)
 	locktest.WaitQueued(t, srv.Option(), name, 1)
-	queued, err := rc.Do(locktest.CtxTimeout(t, locktest.Bound), rc.B().Lindex().Key(lockKey(name)+":q").Index(0).Build()).ToString()
+	entry, err := rc.Do(locktest.CtxTimeout(t, locktest.Bound), rc.B().Lindex().Key(lockKey(name)+":q").Index(0).Build()).ToString()
 	if err != nil {
 		t.Fatal(err)
 	}
+	queued, _, _ := strings.Cut(entry, "|") // "<member>|<deadline ms>|<lease ms>"
 
 	r := runBaton(t, "-addr", srv.Addr(), "show", name)
 	if r.code != 0 {

@@ -169,7 +169,7 @@ func (r *wrun) connect(ctx context.Context) error {
 	keys := []string{}
 	for i := range r.names {
 		k := r.keyOf(i)
-		keys = append(keys, k, k+":q", k+":d")
+		keys = append(keys, k, k+":q")
 	}
 	if err := rc.Do(ctx, rc.B().Del().Key(keys...).Build()).Error(); err != nil {
 		rc.Close()

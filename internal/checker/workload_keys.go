@@ -5,7 +5,6 @@ package checker
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,8 +19,8 @@ type keyState struct {
 	value   string // lock key; "" if none
 	owner   string // member named by value; "" if free or none
 	pttl    int64
-	queue   []string          // the queue list
-	entries map[string]string // the deadlines hash
+	queue   []string          // the queue's members, in order (see queueOf)
+	entries map[string]string // member -> its queue entry
 	live    []string          // queued members whose deadline is not past
 }
 
@@ -64,7 +63,7 @@ func (r *wrun) scanOnce(ctx context.Context) ([]keyState, error) {
 	for _, n := range r.names[:r.cfg.Names] { // semScan reads the semaphores
 		k := r.lockKey(n)
 		cmds = append(cmds, b.Get().Key(k).Build(), b.Pttl().Key(k).Build(),
-			b.Lrange().Key(k+":q").Start(0).Stop(-1).Build(), b.Hgetall().Key(k+":d").Build())
+			b.Lrange().Key(k+":q").Start(0).Stop(-1).Build())
 	}
 	res := r.rc.DoMulti(ctx, cmds...)
 	nowMs, err := serverMs(res[0])
@@ -73,7 +72,7 @@ func (r *wrun) scanOnce(ctx context.Context) ([]keyState, error) {
 	}
 	var out []keyState
 	for i, n := range r.names[:r.cfg.Names] {
-		rs := res[1+4*i : 5+4*i]
+		rs := res[1+3*i : 4+3*i]
 		ks := keyState{name: n}
 		v, err := rs[0].ToString()
 		if err != nil && !rueidis.IsRedisNil(err) {
@@ -89,29 +88,11 @@ func (r *wrun) scanOnce(ctx context.Context) ([]keyState, error) {
 		if ks.pttl, err = rs[1].AsInt64(); err != nil {
 			return nil, err
 		}
-		if ks.queue, err = rs[2].AsStrSlice(); err != nil && !rueidis.IsRedisNil(err) {
+		q, err := rs[2].AsStrSlice()
+		if err != nil && !rueidis.IsRedisNil(err) {
 			return nil, err
 		}
-		if ks.entries, err = rs[3].AsStrMap(); err != nil && !rueidis.IsRedisNil(err) {
-			return nil, err
-		}
-		seen := map[string]bool{}
-		for _, m := range append(slices.Clone(ks.queue), mapKeys(ks.entries)...) {
-			if seen[m] {
-				continue
-			}
-			seen[m] = true
-			e, ok := ks.entries[m]
-			if !ok {
-				continue // listed without a deadline: dead, pruned on sight
-			}
-			// "<deadline ms>:<lease ms>" today; anything unparsable counts
-			// as live.
-			dl, err := strconv.ParseInt(strings.SplitN(e, ":", 2)[0], 10, 64)
-			if err != nil || dl >= nowMs {
-				ks.live = append(ks.live, m)
-			}
-		}
+		ks.queue, ks.entries, ks.live = queueOf(q, nowMs)
 		out = append(out, ks)
 	}
 	return out, nil
@@ -124,4 +105,62 @@ func mapKeys(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// queueOf reads a queue list's entries, "<member>|<deadline ms>|<lease
+// ms>" (internal/script/common.lua), at the server's time nowMs: its
+// members in order, each member's entry, and the members whose deadline
+// is not past, once each. An entry that does not parse (a bare member, as
+// an older baton wrote) stands for itself and is dead, as the scripts
+// take it: they drop it on sight.
+func queueOf(q []string, nowMs int64) (members []string, entries map[string]string, live []string) {
+	entries = map[string]string{}
+	for _, e := range q {
+		m, dl, ok := splitEntry(e)
+		if !ok {
+			m = e
+		}
+		members = append(members, m)
+		if _, seen := entries[m]; seen {
+			continue // queued twice (the scripts queue a member once): the first is the entry they find
+		}
+		entries[m] = e
+		if ok && dl >= nowMs {
+			live = append(live, m)
+		}
+	}
+	return members, entries, live
+}
+
+// splitEntry splits a queue entry as the scripts do (unentry): the member
+// is all before the last two fields, which must be digits.
+func splitEntry(e string) (member string, deadline int64, ok bool) {
+	i := strings.LastIndexByte(e, '|')
+	if i < 0 {
+		return "", 0, false
+	}
+	j := strings.LastIndexByte(e[:i], '|')
+	if j < 0 || !allDigits(e[j+1:i]) || !allDigits(e[i+1:]) {
+		return "", 0, false
+	}
+	dl, err := strconv.ParseInt(e[j+1:i], 10, 64)
+	return e[:j], dl, err == nil
+}
+
+// queueMembers is the members of a queue list's entries, in order (see
+// queueOf).
+func queueMembers(q []string) []string {
+	members := make([]string, len(q))
+	for i, e := range q {
+		if m, _, ok := splitEntry(e); ok {
+			members[i] = m
+		} else {
+			members[i] = e
+		}
+	}
+	return members
+}
+
+func allDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }

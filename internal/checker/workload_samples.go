@@ -21,7 +21,7 @@ type sample struct {
 	sent, got         time.Time
 	lastSent, lastGot time.Time
 	value             string   // the lock key ("" if none); a semaphore's holder fields, sorted, space-separated
-	queue             []string // the queue list
+	queue             []string // the queue's members, in order (queueMembers)
 }
 
 // sampler reads every name's lock key (a semaphore's holders) and queue
@@ -70,6 +70,9 @@ func (r *wrun) sampler(stop <-chan struct{}) {
 			if err != nil && !rueidis.IsRedisNil(err) {
 				continue
 			}
+			// Members only: a waiter's refresh rewrites its entry's
+			// deadline, which is no change of who waits.
+			q = queueMembers(q)
 			fp := v + "|" + strings.Join(q, ",")
 			if fp == last[i] {
 				s := &r.samples[i][len(r.samples[i])-1]

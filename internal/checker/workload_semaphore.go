@@ -7,7 +7,7 @@ package checker
 // (Workload.Elections, names "<prefix>-e<i>") are read as semaphores of
 // 1 whose permits are leaderships, taken by Campaign (instead of any
 // call) with a value unique in the run; their keys are
-// "<prefix>:e:{<name>}", ":q" and ":d", and their tokens must also rise
+// "<prefix>:e:{<name>}" and ":q", and their tokens must also rise
 // in acquisition order (c). A permit is a Lock and is recorded as one
 // (wcall, whold); the oracles read permits so:
 //
@@ -42,7 +42,7 @@ package checker
 // the semaphore's hash "<prefix>:s:{<name>}" and no live entry of its
 // queue names one of the session's permit slots ("<member>.<slot>"); once
 // every Client closed, the hash holds no holder field at all (only its
-// "#" fields) and the queue keys ":q" and ":d" are gone. Only sessions a
+// "#" fields) and the queue key ":q" is gone. Only sessions a
 // fault excuses (as for locks) may leave something, which lapses.
 
 import (

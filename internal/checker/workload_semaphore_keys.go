@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,8 +17,8 @@ import (
 type semState struct {
 	name    string
 	holders map[string]string // holder field -> "<fence>:<deadline ms>"
-	queue   []string          // the queue list
-	entries map[string]string // the deadlines hash
+	queue   []string          // the queue's slots, in order (see queueOf)
+	entries map[string]string // slot -> its queue entry
 	live    []string          // queued slots whose deadline is not past
 }
 
@@ -40,7 +39,7 @@ func (r *wrun) semScanOnce(ctx context.Context) ([]semState, error) {
 	first := r.cfg.Names
 	for i := first; i < len(r.names); i++ {
 		k := r.keyOf(i)
-		cmds = append(cmds, b.Hgetall().Key(k).Build(), b.Lrange().Key(k+":q").Start(0).Stop(-1).Build(), b.Hgetall().Key(k+":d").Build())
+		cmds = append(cmds, b.Hgetall().Key(k).Build(), b.Lrange().Key(k+":q").Start(0).Stop(-1).Build())
 	}
 	res := r.rc.DoMulti(ctx, cmds...)
 	nowMs, err := serverMs(res[0])
@@ -49,7 +48,7 @@ func (r *wrun) semScanOnce(ctx context.Context) ([]semState, error) {
 	}
 	var out []semState
 	for i := first; i < len(r.names); i++ {
-		rs := res[1+3*(i-first) : 4+3*(i-first)]
+		rs := res[1+2*(i-first) : 3+2*(i-first)]
 		st := semState{name: r.names[i]}
 		all, err := rs[0].AsStrMap()
 		if err != nil && !rueidis.IsRedisNil(err) {
@@ -61,18 +60,11 @@ func (r *wrun) semScanOnce(ctx context.Context) ([]semState, error) {
 				st.holders[f] = v
 			}
 		}
-		if st.queue, err = rs[1].AsStrSlice(); err != nil && !rueidis.IsRedisNil(err) {
+		q, err := rs[1].AsStrSlice()
+		if err != nil && !rueidis.IsRedisNil(err) {
 			return nil, err
 		}
-		if st.entries, err = rs[2].AsStrMap(); err != nil && !rueidis.IsRedisNil(err) {
-			return nil, err
-		}
-		for _, m := range mapKeys(st.entries) {
-			dl, err := strconv.ParseInt(strings.SplitN(st.entries[m], ":", 2)[0], 10, 64)
-			if err != nil || dl >= nowMs {
-				st.live = append(st.live, m)
-			}
-		}
+		st.queue, st.entries, st.live = queueOf(q, nowMs)
 		out = append(out, st)
 	}
 	return out, nil
@@ -129,9 +121,10 @@ func (r *wrun) semFinalScan(ctx context.Context, excused func(member string) boo
 		if len(left) > 0 {
 			r.failf(oClose, "after every Client closed, the hash of %s still has holders %v (%v)", s.name, r.slotLabels(left), left)
 		}
-		entries := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(s.queue), mapKeys(s.entries)...))))
-		if entries = slices.DeleteFunc(entries, func(f string) bool { return excused(slotSession(f)) }); len(entries) > 0 {
-			r.failf(oClose, "after every Client closed, the queue keys of %s are not gone: %v (queue %v, entries %v)",
+		// Every entry counts, live or dead: the queue key must be gone.
+		entries := slices.DeleteFunc(mapKeys(s.entries), func(f string) bool { return excused(slotSession(f)) })
+		if len(entries) > 0 {
+			r.failf(oClose, "after every Client closed, the queue key of %s is not gone: %v (queue %v, entries %v)",
 				s.name, r.slotLabels(entries), s.queue, s.entries)
 		}
 	}

@@ -206,8 +206,7 @@ func TestWorkloadSemLeftovers(t *testing.T) {
 		dl := time.Now().Add(time.Hour).UnixMilli()
 		for _, cmd := range [][]string{
 			{"HSET", k, "ghost.0", "1:" + itoa(dl), "ghost.2", "2:" + itoa(dl), "ghost.3", "3:" + itoa(dl)},
-			{"RPUSH", k + ":q", "ghost.1"},
-			{"HSET", k + ":d", "ghost.1", itoa(dl) + ":1000"},
+			{"RPUSH", k + ":q", "ghost.1|" + itoa(dl) + "|1000"},
 		} {
 			if err := srv.Do(t, cmd...).Error(); err != nil {
 				t.Errorf("%v: %v", cmd, err)

@@ -334,3 +334,23 @@ func TestWorkloadSamples(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueOf: queue entries are "<member>|<deadline ms>|<lease ms>"; one
+// that does not parse (a bare member, as an older baton queued) is dead,
+// as is one whose deadline is past, as the scripts take them.
+func TestQueueOf(t *testing.T) {
+	q := []string{"bare", "m1|1000|500", "m2|999|500", "m3|x|500", "a|b|1000|500", "m1|2000|500"}
+	members, entries, live := queueOf(q, 1000)
+	if want := []string{"bare", "m1", "m2", "m3|x|500", "a|b", "m1"}; fmt.Sprint(members) != fmt.Sprint(want) {
+		t.Errorf("members %q, want %q", members, want)
+	}
+	if want := []string{"m1", "a|b"}; fmt.Sprint(live) != fmt.Sprint(want) {
+		t.Errorf("live %q, want %q", live, want)
+	}
+	if entries["m1"] != "m1|1000|500" || entries["bare"] != "bare" || len(entries) != 5 {
+		t.Errorf("entries %q", entries)
+	}
+	if got := queueMembers(q); fmt.Sprint(got) != fmt.Sprint(members) {
+		t.Errorf("queueMembers %q, want %q", got, members)
+	}
+}

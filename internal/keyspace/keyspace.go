@@ -15,7 +15,7 @@ const MaxNameLen = 4096
 const TokenShift = 10
 
 // LockKey is the lock key of name, "<prefix>:{<name>}"; its companions add
-// ":q" (the queue of waiting sessions), ":d" (their deadlines) and ":c"
+// ":q" (the queue of waiting sessions and their deadlines) and ":c"
 // (the value of a hold its session keeps cached, while that lasts). They
 // share the name's hash tag, so one slot on Redis Cluster.
 func LockKey(prefix, name string) string { return prefix + ":{" + name + "}" }
@@ -26,7 +26,7 @@ func GrantChannel(prefix, name string) string { return prefix + ":g:{" + name + 
 
 // SemKey is a semaphore's hash "<prefix>:s:{<name>}": "#f" the last
 // fence, "#l" the limit, and one field per holder member, "<fence>:<deadline
-// ms>"; its queue and deadlines add ":q" and ":d", as a lock's do.
+// ms>"; its queue adds ":q", as a lock's does.
 func SemKey(prefix, name string) string { return prefix + ":s:{" + name + "}" }
 
 // ElectKey is an election's hash "<prefix>:e:{<name>}": a semaphore of 1

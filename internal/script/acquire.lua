@@ -1,4 +1,4 @@
--- KEYS: lock, queue, deadlines
+-- KEYS: lock, queue
 -- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name,
 -- "C:<prefix>". When busy it recalls the holder's cached lock: a message "0 <holder> <name>"
 -- on the holder's client channel "<prefix>:c:<holder's client>" (a PUBLISH, on Cluster too).
@@ -20,7 +20,7 @@ if marker then
   return f
 end
 --@common
-local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local k, q = KEYS[1], KEYS[2]
 local member, lease, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
 local owner, last = parse(v)
 if owner == false then
@@ -28,7 +28,7 @@ if owner == false then
 end
 if owner and owner ~= member then
   local pos, fresh = -1, false
-  if wait then pos, fresh = enqueue(q, d, member, lease) end
+  if wait then pos, fresh = enqueue(q, member, lease) end
   if not wait or fresh and pos == 0 then
     -- Recall: the holder may keep the lock cached, unused (see
     -- Options.CacheIdle); a fence of 0 asks it to release. Once per
@@ -43,24 +43,20 @@ end
 if not v then
   -- No key: free, but sessions may be queued (their holder crashed, or the
   -- key was deleted). The first live one gets it now.
-  local h = head(q, d)
+  local h = head(q)
   if h and h ~= member then
-    local _, g = release(k, q, d, nil, nil, ARGV[4], ARGV[5])
+    local _, g = release(k, q, nil, nil, ARGV[4], ARGV[5])
     local pos = -1
-    if wait then pos = enqueue(q, d, member, lease) end
+    if wait then pos = enqueue(q, member, lease) end
     return {0, lease, g, pos}
   end
-  if h then
-    redis.call('LPOP', q)
-    redis.call('HDEL', d, h)
-  end
+  if h then redis.call('LPOP', q) end
 elseif owner == member then
   -- Granted to us by a release whose message we have not read, left by a
   -- release of ours that failed, or taken by an attempt of ours that ran
   -- late (its caller had gone): keep it as it is, with a full lease. A late
   -- attempt must never change the token of a hold in use.
-  redis.call('LREM', q, 0, member)
-  redis.call('HDEL', d, member)
+  unqueue(q, member)
   redis.call('PEXPIRE', k, ARGV[2])
   return {3, last}
 end

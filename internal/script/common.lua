@@ -3,9 +3,8 @@
 -- comes before them (tell).
 -- The lock key holds "<member>:<fence>" while held and "~<fence>" while
 -- free (with a TTL of an hour), so it always carries the last fence issued
--- and, when free, says that nobody is queued. Queue keys q (list of
--- members) and d (hash member -> "<deadline ms>:<lease ms>") share the
--- key's {name} hash tag.
+-- and, when free, says that nobody is queued. Its queue q (entries as
+-- handoff.lua says) shares the key's {name} hash tag.
 
 local clock
 -- now returns the server time in ms and µs, asking Redis at most once.
@@ -28,17 +27,38 @@ end
 
 local function fmt(n) return string.format('%.0f', n) end
 
+-- unentry splits a queue entry into its member, deadline (a number) and
+-- lease (ms, a string); nil for an entry that does not parse.
+local function unentry(e)
+  local h, dl, lease = string.match(e, '^(.-)|(%d+)|(%d+)$')
+  if not h then return nil end
+  return h, tonumber(dl), lease
+end
+
+-- find returns the 1-based index and the entry of member in q, or nil.
+local function find(q, member)
+  local p = member .. '|'
+  for i, e in ipairs(redis.call('LRANGE', q, 0, -1)) do
+    if string.sub(e, 1, #p) == p then return i, e end
+  end
+  return nil
+end
+
+-- unqueue removes member's entry from q, if any.
+local function unqueue(q, member)
+  local _, e = find(q, member)
+  if e then redis.call('LREM', q, 0, e) end
+end
+
 -- head prunes dead entries and returns the first live member and its
 -- deadline, leaving it queued; nil when nobody waits.
-local function head(q, d)
+local function head(q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
-    if not h then return nil end
-    local e = redis.call('HGET', d, h)
-    local dl = e and tonumber(string.match(e, '^(%d+)'))
-    if dl and dl >= now() then return h, dl end
+    local e = redis.call('LINDEX', q, 0)
+    if not e then return nil end
+    local h, dl = unentry(e)
+    if h and dl >= now() then return h, dl end
     redis.call('LPOP', q)
-    redis.call('HDEL', d, h)
   end
 end
 
@@ -56,38 +76,38 @@ end
 -- granting its member a lease it will not use.
 local function alive(lease) return lease / 2 + 50 end
 
--- enqueue puts member at the tail (once), alive for ttl ms from now
--- (default: alive(lease)), and returns its 0-based position. A queue
--- vanishes if all its waiters do; waiting sessions refresh it with their
--- entries.
-local function enqueue(q, d, member, lease, ttl)
-  local fresh = redis.call('HSET', d, member, fmt(now() + (ttl or alive(lease))) .. ':' .. lease) == 1
-  local pos = nil
-  if not fresh then pos = redis.call('LPOS', q, member) end
-  if not pos then pos = redis.call('RPUSH', q, member) - 1 end
+-- enqueue puts member at the tail, or rewrites its entry where it is,
+-- alive for ttl ms from now (default: alive(lease)), and returns its
+-- 0-based position and whether it was not queued before. A queue vanishes
+-- if all its waiters do; waiting sessions refresh it with their entries.
+local function enqueue(q, member, lease, ttl)
+  local e = member .. '|' .. fmt(now() + (ttl or alive(lease))) .. '|' .. fmt(lease)
+  local i = find(q, member)
+  local pos
+  if i then
+    redis.call('LSET', q, i - 1, e)
+    pos = i - 1
+  else
+    pos = redis.call('RPUSH', q, e) - 1
+  end
   keep(q, lease)
-  keep(d, lease)
-  return pos, fresh
+  return pos, not i
 end
 
 -- release ends a hold whose last fence is last (nil: unknown): it grants
 -- the lock to the first live queued session other than skip whose client
 -- hears the grant (the grantee owns the lock when the message arrives), or
 -- marks the key free. Returns the grantee and its fence, or nil.
-local function release(k, q, d, last, skip, via, name)
+local function release(k, q, last, skip, via, name)
   while true do
-    local h = redis.call('LPOP', q)
-    if not h then break end
-    local e = redis.call('HGET', d, h)
-    if e then redis.call('HDEL', d, h) end
-    if e and h ~= skip then
-      local dl, lease = string.match(e, '^(%d+):(%d+)')
-      if dl and tonumber(dl) >= now() then
-        local f = fence(last)
-        redis.call('SET', k, h .. ':' .. fmt(f), 'PX', lease)
-        if tell(via, h, f, name) then return h, f end
-        last = f -- nobody heard it: the next grant, or the marker, is above it
-      end
+    local e = redis.call('LPOP', q)
+    if not e then break end
+    local h, dl, lease = unentry(e)
+    if h and h ~= skip and dl >= now() then
+      local f = fence(last)
+      redis.call('SET', k, h .. ':' .. fmt(f), 'PX', lease)
+      if tell(via, h, f, name) then return h, f end
+      last = f -- nobody heard it: the next grant, or the marker, is above it
     end
   end
   redis.call('SET', k, '~' .. fmt(last or fence(nil)), 'PX', '3600000')

@@ -1,4 +1,4 @@
--- KEYS: lock, queue, deadlines
+-- KEYS: lock, queue
 -- ARGV: grant channel (see release), name
 -- Takes the lock from its holder, whoever that is, exactly as the holder's
 -- own release would: the first live queued session gets it with a new
@@ -12,7 +12,7 @@
 --   "foreign": not written by baton (value truncated to 256 bytes; "<type>"
 --   for a key that is not a string).
 --@common
-local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local k, q = KEYS[1], KEYS[2]
 local ty = redis.call('TYPE', k).ok
 if ty ~= 'string' and ty ~= 'none' then return {'foreign', '<' .. ty .. '>', redis.call('PTTL', k), 0, '', ''} end
 local v = redis.call('GET', k)
@@ -25,6 +25,6 @@ if not owner then
   if last then f = fmt(last) end
   return {'none', v or '', pttl, n, '', f}
 end
-local h, g = release(k, q, d, last, nil, ARGV[1], ARGV[2])
+local h, g = release(k, q, last, nil, ARGV[1], ARGV[2])
 if h then return {'granted', v, pttl, n, h, fmt(g)} end
 return {'freed', v, pttl, n, '', fmt(last)}

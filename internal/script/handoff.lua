@@ -3,18 +3,26 @@
 -- (release.lua) and of a permit (semrelease.lua) share them. A few small
 -- functions: cheap to make on every call, unlike all of common.lua.
 
--- poplive pops the first queued member of q and its entry in d, and
--- returns it with its lease (ms, a string), TIME's reply and the time in
--- ms, if it is live and not skip; else nil (the entry is gone either way).
-local function poplive(q, d, skip)
-  local h = redis.call('LPOP', q)
-  local e = h and redis.call('HGET', d, h)
-  if e then redis.call('HDEL', d, h) end
-  if not e or h == skip then return nil end
-  local dl, lease = string.match(e, '^(%d+):(%d+)')
+-- A queue q is a list of entries "<member>|<deadline ms>|<lease ms>", oldest
+-- first: the member waits until its deadline (server time), and asks for
+-- that lease. An entry past its deadline, or one that does not parse (an
+-- older baton's), is dead: the scripts drop it when they meet it. A member
+-- has one entry at most: common.lua's enqueue rewrites a member's entry in
+-- place, and requeue appends one for a member that held until now, so had
+-- none (a grant pops the grantee's). Everything a hand-off needs is in the
+-- entry it pops: no other key is read.
+
+-- poplive pops the first entry of q and returns its member with its lease
+-- (ms, a string), TIME's reply and the time in ms, if it is live and not
+-- skip; else nil (the entry is gone either way).
+local function poplive(q, skip)
+  local e = redis.call('LPOP', q)
+  if not e then return nil end
+  local h, dl, lease = string.match(e, '^(.-)|(%d+)|(%d+)$')
+  if not h or h == skip then return nil end
   local t = redis.call('TIME')
   local ms = t[1] * 1000 + math.floor(t[2] / 1000)
-  if not dl or tonumber(dl) < ms then return nil end
+  if tonumber(dl) < ms then return nil end
   return h, lease, t, ms
 end
 
@@ -44,17 +52,13 @@ local function tell(via, h, f, name)
   return redis.call('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(h, 1, 32), msg) > 0
 end
 
--- requeue queues member again after its hold went to another session: at
--- the tail (once), its entry alive ttl ms from ms (server time), and the
--- queue and its entries kept at least lease (ms, a string) more, as
--- common.lua's keep does.
-local function requeue(q, d, member, lease, ttl, ms)
-  if redis.call('HSET', d, member, string.format('%.0f', ms + ttl) .. ':' .. lease) == 1
-      or not redis.call('LPOS', q, member) then
-    redis.call('RPUSH', q, member)
-  end
+-- requeue queues member again after its hold went to another session:
+-- at the tail, its entry alive ttl ms from ms (server time), and the queue
+-- kept at least lease (ms, a string) more, as common.lua's keep does. It
+-- does not look for an entry of member: the member held, so it was not
+-- queued (see above).
+local function requeue(q, member, lease, ttl, ms)
+  redis.call('RPUSH', q, member .. '|' .. string.format('%.0f', ms + ttl) .. '|' .. lease)
   local mine = tonumber(lease)
   if redis.call('PTTL', q) < mine then redis.call('PEXPIRE', q, 2 * mine) end
-  if redis.call('PTTL', d) < mine then redis.call('PEXPIRE', d, 2 * mine) end
 end
-

@@ -1,4 +1,4 @@
--- KEYS: lock, queue, deadlines
+-- KEYS: lock, queue
 -- ARGV: owner token, member, lease ms, mode, grant channel (see release), name, linger ms.
 -- Mode "1": this session still has waiters: queue it again, or keep the
 -- lock for them when nobody else waits. Mode "k": keep the lock, for a
@@ -38,7 +38,7 @@ if v then
   -- hears the grant (see tell), we are done, queued again for our waiters
   -- in modes 1 and 2. Anything else takes the general path below, which
   -- goes on from there.
-  local h, lease, t, ms = poplive(KEYS[2], KEYS[3], ARGV[2])
+  local h, lease, t, ms = poplive(KEYS[2], ARGV[2])
   if h then
     last = nextfence(t, tonumber(string.sub(ARGV[1], #ARGV[2] + 2)))
     redis.call('SET', KEYS[1], h .. ':' .. string.format('%.0f', last), 'PX', lease)
@@ -47,34 +47,34 @@ if v then
       -- Queued again: alive alive(lease) ms (mode 1) or the linger (mode 2).
       local ttl = tonumber(ARGV[3]) / 2 + 50
       if ARGV[4] == '2' then ttl = tonumber(ARGV[7]) end
-      requeue(KEYS[2], KEYS[3], ARGV[2], ARGV[3], ttl, ms)
+      requeue(KEYS[2], ARGV[2], ARGV[3], ttl, ms)
       return {1, ARGV[4] == '2' and 1 or 0}
     end
   end
 end
 --@common
-local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local k, q = KEYS[1], KEYS[2]
 if not v then
   -- Gone (deleted, flushed, expired) under queued sessions: not ours, and
   -- nothing else wakes them now (dequeue.lua does the same).
-  if head(q, d) then release(k, q, d, nil, nil, ARGV[5], ARGV[6]) end
+  if head(q) then release(k, q, nil, nil, ARGV[5], ARGV[6]) end
   return {-1, ''}
 end
 local token, member, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local mode = ARGV[4]
 if not last then last = select(2, parse(token)) end
 if mode == '1' then
-  if release(k, q, d, last, member, ARGV[5], ARGV[6]) then
-    enqueue(q, d, member, lease)
+  if release(k, q, last, member, ARGV[5], ARGV[6]) then
+    enqueue(q, member, lease)
     return {1, 0}
   end
   local f = fence(last)
   redis.call('SET', k, member .. ':' .. fmt(f), 'PX', lease)
   return {2, f}
 end
-if release(k, q, d, last, member, ARGV[5], ARGV[6]) then
+if release(k, q, last, member, ARGV[5], ARGV[6]) then
   if mode == '2' then
-    enqueue(q, d, member, lease, tonumber(ARGV[7]))
+    enqueue(q, member, lease, tonumber(ARGV[7]))
     return {1, 1}
   end
   return {1, 0}

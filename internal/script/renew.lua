@@ -5,8 +5,8 @@
 -- that Redis tracks it for the caller (our own write ended that); "c"
 -- and "C" are "h" and "H" for a hold its session may keep cached: they
 -- also say whether sessions are queued for it (2). Kind
--- "w": KEYS[i], KEYS[i+1] are a queue and its deadlines, and value our
--- member. Kind "p": KEYS[i] is a semaphore hash and value a permit's owner
+-- "w": KEYS[i] is a queue and value our member, whose entry's deadline
+-- moves to now + alive(lease). Kind "p": KEYS[i] is a semaphore hash and value a permit's owner
 -- token "<member>:<fence>": the member's field must hold that fence and an
 -- unexpired deadline, which moves to now + lease.
 -- Returns one integer per triple: 1 renewed (2: and sessions are queued
@@ -58,16 +58,16 @@ for i = 1, #ARGV, 3 do
     end
     k = k + 1
   else
-    local q, d = KEYS[k], KEYS[k + 1]
-    if redis.call('HEXISTS', d, val) == 1 then
-      redis.call('HSET', d, val, fmt(now() + alive(lease)) .. ':' .. lease)
+    local q = KEYS[k]
+    local at = find(q, val)
+    if at then
+      redis.call('LSET', q, at - 1, val .. '|' .. fmt(now() + alive(lease)) .. '|' .. fmt(lease))
       keep(q, lease)
-      keep(d, lease)
       out[#out + 1] = 1
     else
       out[#out + 1] = 0
     end
-    k = k + 2
+    k = k + 1
   end
 end
 return out

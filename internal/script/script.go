@@ -3,16 +3,16 @@
 // CLIENT CACHING before a Call whose reads Redis should track, and with
 // WAIT after calls whose writes replicas must acknowledge.
 //
-// The KEYS contract: every script but Renew takes the three keys of one
+// The KEYS contract: every script but Renew takes the two keys of one
 // name, in this order: the lock key "<prefix>:{<name>}" (holding
-// "<member>:<fence>" while held, "~<fence>" for an hour once free), the
-// queue of waiting sessions "<prefix>:{<name>}:q" and their deadlines
-// "<prefix>:{<name>}:d" (member -> "<deadline ms>:<lease ms>"). They share
-// the name's hash tag, so one script may touch them all on Redis Cluster.
+// "<member>:<fence>" while held, "~<fence>" for an hour once free) and the
+// queue of waiting sessions "<prefix>:{<name>}:q" (entries
+// "<member>|<deadline ms>|<lease ms>", see handoff.lua). They share the
+// name's hash tag, so one script may touch both on Redis Cluster.
 // Renew takes such keys for many names of one slot. The semaphore scripts
 // (SemAcquire, SemRelease, SemDequeue) take a semaphore's hash
 // "<prefix>:s:{<name>}" (see semcommon.lua) in the lock key's place, then
-// its queue and deadlines; so do they for an election's hash
+// its queue; so do they for an election's hash
 // "<prefix>:e:{<name>}", given its announce channel. ElectRead takes an
 // election's hash alone. Each script's header says its ARGV and its reply.
 package script

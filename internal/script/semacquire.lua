@@ -1,5 +1,5 @@
 -- Takes a permit of a semaphore, or queues for one.
--- KEYS: semaphore hash, queue, deadlines
+-- KEYS: semaphore hash, queue
 -- ARGV: member (a session's permit slot), lease ms, wait (1: join the
 -- queue when busy), grant channel (see release), name, limit, and for an
 -- election its announce channel and the campaign's value (see
@@ -15,18 +15,18 @@
 --         an error "BATONLIMIT <stored>" when the semaphore is in use with
 --           another limit.
 --@common
-local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local k, q = KEYS[1], KEYS[2]
 local member, lease, wait, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[6])
 local ann = ARGV[7] or ''
 local live, soonest, last, lim, vals = semscan(k)
 if lim ~= limit then
-  if lim and (live > 0 or head(q, d)) then
+  if lim and (live > 0 or head(q)) then
     return redis.error_reply('BATONLIMIT ' .. fmt(lim))
   end
   -- Nobody holds or waits: the limit is ours to set.
   redis.call('HSET', k, '#l', ARGV[6])
 end
-if ann ~= '' then electvalue(k, d, vals, member, ARGV[8], 2 * lease) end
+if ann ~= '' then electvalue(k, q, vals, member, ARGV[8], 2 * lease) end
 local v = redis.call('HGET', k, member)
 if v then
   -- Granted to us by a release whose message we have not read, or left by
@@ -35,23 +35,21 @@ if v then
   local f = string.match(v, '^(%d+):')
   redis.call('HSET', k, member, f .. ':' .. fmt(now() + lease))
   keep(k, lease)
-  redis.call('LREM', q, 0, member)
-  redis.call('HDEL', d, member)
+  unqueue(q, member)
   if ann ~= '' then semaccept(k, ann, tonumber(f), lease, member) end
   return {3, tonumber(f)}
 end
 -- Free permits go to the sessions queued before us first.
 local reached, soon
-live, last, reached, soon = semserve(k, q, d, live, last, limit, nil, member, ARGV[4], ARGV[5], ann)
+live, last, reached, soon = semserve(k, q, live, last, limit, nil, member, ARGV[4], ARGV[5], ann)
 if soon and (not soonest or soon < soonest) then soonest = soon end
 if reached or live < limit then
-  redis.call('HDEL', d, member)
   local f = semput(k, member, last, lease)
   announceHolder(k, ann, f, lease, member)
   return {1, f}
 end
 local pos = -1
-if wait then pos = enqueue(q, d, member, lease) end
+if wait then pos = enqueue(q, member, lease) end
 local ms = lease
 if soonest then ms = soonest - now() end
 return {0, ms, last or 0, pos}

@@ -1,7 +1,7 @@
 -- Semaphore helpers, put after common.lua where a semaphore script says
 -- --@common. The semaphore hash k holds "#f" (the last fence issued),
 -- "#l" (the limit) and one field per holder member, "<fence>:<deadline
--- ms>" (server time). Its queue q and deadlines d are a lock's. Invariant
+-- ms>" (server time). Its queue q is a lock's. Invariant
 -- after every script: a live queued member means every permit is taken,
 -- but for holders past their deadline that no script has read since
 -- (semrelease.lua's hand-off does not read the others): the waiters'
@@ -82,17 +82,15 @@ end
 -- without one; its session finds its entry gone and asks again, with the
 -- value. Returns the live count, the last fence, whether self was reached
 -- and the soonest deadline of the permits it granted (nil if none).
-local function semserve(k, q, d, live, last, limit, skip, self, via, name, ann)
+local function semserve(k, q, live, last, limit, skip, self, via, name, ann)
   local soon
   while live < limit do
-    local h = redis.call('LPOP', q)
-    if not h then break end
-    local e = redis.call('HGET', d, h)
-    if e then redis.call('HDEL', d, h) end
-    if h == self then return live, last, true, soon end
-    if e and h ~= skip and (ann == '' or redis.call('HEXISTS', k, '#v:' .. h) == 1) then
-      local dl, lease = string.match(e, '^(%d+):(%d+)')
-      if dl and tonumber(dl) >= now() then
+    local e = redis.call('LPOP', q)
+    if not e then break end
+    local h, dl, lease = unentry(e)
+    if h and h == self then return live, last, true, soon end
+    if h and h ~= skip and (ann == '' or redis.call('HEXISTS', k, '#v:' .. h) == 1) then
+      if dl >= now() then
         last = semput(k, h, last, tonumber(lease))
         if tell(via, h, last, name) then
           if ann ~= '' then redis.call('HSET', k, '#p:' .. h, '1') end
@@ -125,13 +123,19 @@ end
 -- members that neither hold (vals as semscan returns them, after it
 -- dropped expired holders) nor wait with a live queue entry: campaigns
 -- whose sessions crashed or gave up unseen. The hash lives at least ttl ms.
-local function electvalue(k, d, vals, member, value, ttl)
+local function electvalue(k, q, vals, member, value, ttl)
   redis.call('HSET', k, '#v:' .. member, value)
+  local waiting
   for _, m in ipairs(vals) do
     if m ~= member and redis.call('HEXISTS', k, m) == 0 then
-      local e = redis.call('HGET', d, m)
-      local dl = e and tonumber(string.match(e, '^(%d+)'))
-      if not dl or dl < now() then redis.call('HDEL', k, '#v:' .. m) end
+      if not waiting then
+        waiting = {}
+        for _, e in ipairs(redis.call('LRANGE', q, 0, -1)) do
+          local h, dl = unentry(e)
+          if h and dl >= now() then waiting[h] = true end
+        end
+      end
+      if not waiting[m] then redis.call('HDEL', k, '#v:' .. m) end
     end
   end
   keep(k, ttl)

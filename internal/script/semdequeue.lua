@@ -2,16 +2,15 @@
 -- permit was found gone. Leave the queue, pass on a permit that was granted
 -- to it meanwhile, and serve free permits to the sessions queued (nothing
 -- else wakes them when a holder's permit vanished).
--- KEYS: semaphore hash, queue, deadlines
+-- KEYS: semaphore hash, queue
 -- ARGV: member, grant channel (see release), name, limit (used when none
 -- is stored), an election's announce channel ("" or absent for a plain
 -- semaphore; see semcommon.lua): the member's value goes too.
 -- Returns the fence of a granted permit that was passed on, else 0.
 --@common
-local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local k, q = KEYS[1], KEYS[2]
 local member = ARGV[1]
-redis.call('LREM', q, 0, member)
-redis.call('HDEL', d, member)
+unqueue(q, member)
 local ann = ARGV[5] or ''
 if ann ~= '' then redis.call('HDEL', k, '#v:' .. member) end
 local v = redis.call('HGET', k, member)
@@ -19,6 +18,6 @@ if v then redis.call('HDEL', k, member, '#p:' .. member) end
 if not v and not redis.call('LINDEX', q, 0) then return 0 end
 local live, _, last, lim = semscan(k)
 local before = live
-live, last = semserve(k, q, d, live, last, lim or tonumber(ARGV[4]), member, nil, ARGV[2], ARGV[3], ann)
+live, last = semserve(k, q, live, last, lim or tonumber(ARGV[4]), member, nil, ARGV[2], ARGV[3], ann)
 if v or live > before then semidle(k, q, live, last, ann) end
 return tonumber(v and string.match(v, '^(%d+):')) or 0

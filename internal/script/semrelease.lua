@@ -1,6 +1,6 @@
 -- Returns a permit of a semaphore, granting free permits to queued
 -- sessions in FIFO order.
--- KEYS: semaphore hash, queue, deadlines
+-- KEYS: semaphore hash, queue
 -- ARGV: owner token ("<member>:<fence>"), member, lease ms, mode, grant
 -- channel (see release), name, linger ms, limit (used when none is stored),
 -- an election's announce channel ("" or absent for a plain semaphore; see
@@ -28,7 +28,7 @@ if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
   -- dead entry is gone, a grant nobody heard undone).
   local v = redis.call('HGET', KEYS[1], ARGV[2])
   if v and string.match(v, '^(%d+):') == string.match(ARGV[1], ':(%d+)$') then
-    local h, lease, t, ms = poplive(KEYS[2], KEYS[3], ARGV[2])
+    local h, lease, t, ms = poplive(KEYS[2], ARGV[2])
     if h then
       -- semput, inline: the next fence, the grantee's lease.
       local f, glease = nextfence(t, tonumber(redis.call('HGET', KEYS[1], '#f') or '0')), tonumber(lease)
@@ -40,7 +40,7 @@ if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
         if ARGV[4] ~= '2' then return {1, 0} end
         -- Linger: every permit is taken again (but those of holders past
         -- their deadline, which the next scan frees and serves).
-        requeue(KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[7]), ms)
+        requeue(KEYS[2], ARGV[2], ARGV[3], tonumber(ARGV[7]), ms)
         return {1, 1}
       end
       redis.call('HDEL', KEYS[1], h)
@@ -48,7 +48,7 @@ if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
   end
 end
 --@common
-local k, q, d = KEYS[1], KEYS[2], KEYS[3]
+local k, q = KEYS[1], KEYS[2]
 local member, lease, mode = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local v = redis.call('HGET', k, member)
 if not v and redis.call('LINDEX', q, 0) then
@@ -56,7 +56,7 @@ if not v and redis.call('LINDEX', q, 0) then
   -- semdequeue.lua does; nothing else wakes them now.
   local live, _, last, lim = semscan(k)
   local before = live
-  live, last = semserve(k, q, d, live, last, lim or tonumber(ARGV[8]), member, nil, ARGV[5], ARGV[6], ARGV[9] or '')
+  live, last = semserve(k, q, live, last, lim or tonumber(ARGV[8]), member, nil, ARGV[5], ARGV[6], ARGV[9] or '')
   if live > before then semidle(k, q, live, last, ARGV[9] or '') end
   return {-1, ''}
 end
@@ -69,22 +69,21 @@ local live, _, last, lim = semscan(k)
 local limit = lim or tonumber(ARGV[8])
 if mode == '1' then
   local reached
-  live, last, reached = semserve(k, q, d, live, last, limit, nil, member, ARGV[5], ARGV[6], ann)
+  live, last, reached = semserve(k, q, live, last, limit, nil, member, ARGV[5], ARGV[6], ann)
   if reached or live < limit then
-    redis.call('HDEL', d, member)
     local f = semput(k, member, last, lease)
     announceHolder(k, ann, f, lease, member)
     return {2, f}
   end
-  enqueue(q, d, member, lease)
+  enqueue(q, member, lease)
   return {1, 0}
 end
 if ann ~= '' then redis.call('HDEL', k, '#v:' .. member) end
 local before = live
-live, last = semserve(k, q, d, live, last, limit, member, nil, ARGV[5], ARGV[6], ann)
+live, last = semserve(k, q, live, last, limit, member, nil, ARGV[5], ARGV[6], ann)
 if live > before then
   if mode == '2' and live >= limit then
-    enqueue(q, d, member, lease, tonumber(ARGV[7]))
+    enqueue(q, member, lease, tonumber(ARGV[7]))
     return {1, 1}
   end
   return {1, 0}

@@ -164,7 +164,7 @@ func measure(ctx context.Context, c rueidis.Client, v variant, n int) (redisUs, 
 			return 0, 0, err
 		}
 	}
-	if err := c.Do(ctx, c.B().Del().Key(key, key+":q", key+":d", semKey, semKey+":q", semKey+":d").Build()).Error(); err != nil {
+	if err := c.Do(ctx, c.B().Del().Key(key, key+":q", semKey, semKey+":q").Build()).Error(); err != nil {
 		return 0, 0, err
 	}
 	if err := v.setup(ctx, c); err != nil {

@@ -19,11 +19,11 @@ var evalsha = []string{"evalsha"}
 func variants() []variant {
 	return []variant{
 		{name: "baton's grant as shipped (release.lua, linger mode)", src: script.Release.Src, timed: evalsha,
-			setup: grantSetup(members[1], true), call: grantCall(true)},
+			setup: grantSetup(members[1]+"|99999999999999|"+leaseMs), call: grantCall(true)},
 		{name: "floor: fenced, queued grant, no deadline hash", src: floorGrant, timed: evalsha,
-			setup: grantSetup(members[1]+"|"+leaseMs, false), call: grantCall(false)},
+			setup: grantSetup(members[1] + "|" + leaseMs), call: grantCall(false)},
 		{name: "unfenced grant (pop, SET, PUBLISH, push)", src: unfencedGrant, timed: evalsha,
-			setup: grantSetup(members[1], false), call: grantCall(false)},
+			setup: grantSetup(members[1]), call: grantCall(false)},
 		{name: "polling lock: SET NX PX + compare-and-delete (two calls)", src: compareAndDelete, timed: []string{"set", "evalsha"},
 			setup: func(context.Context, rueidis.Client) error { return nil }, call: pollingCall},
 		{name: "baton's permit hand-off as shipped (semrelease.lua, linger mode, limit 4)", src: script.SemRelease.Src, timed: evalsha,
@@ -37,16 +37,13 @@ func variants() []variant {
 var token string
 
 // grantSetup makes members[0] the holder under fence 100 and queues entry
-// (members[1], in the variant's form), with its deadline when deadlines.
-func grantSetup(entry string, deadlines bool) func(context.Context, rueidis.Client) error {
+// (members[1], in the variant's form).
+func grantSetup(entry string) func(context.Context, rueidis.Client) error {
 	return func(ctx context.Context, c rueidis.Client) error {
 		token = members[0] + ":100"
 		cmds := rueidis.Commands{
 			c.B().Set().Key(key).Value(token).Build(),
 			c.B().Rpush().Key(key + ":q").Element(entry).Build(),
-		}
-		if deadlines {
-			cmds = append(cmds, c.B().Hset().Key(key+":d").FieldValue().FieldValue(members[1], "99999999999999:"+leaseMs).Build())
 		}
 		for _, r := range c.DoMulti(ctx, cmds...) {
 			if err := r.Error(); err != nil {
@@ -63,9 +60,6 @@ func grantCall(shipped bool) func(ctx context.Context, c rueidis.Client, sha str
 	return func(ctx context.Context, c rueidis.Client, sha string) error {
 		m, _, _ := strings.Cut(token, ":")
 		keys := []string{key, key + ":q"}
-		if shipped {
-			keys = append(keys, key+":d")
-		}
 		args := []string{token, m, leaseMs, "2", "C:gc", "n", "5000"}
 		if !shipped {
 			args[4] = prefix
@@ -126,8 +120,7 @@ func semSetup(ctx context.Context, c rueidis.Client) error {
 	}
 	cmds := rueidis.Commands{
 		c.B().Arbitrary("HSET").Keys(semKey).Args(fv...).Build(),
-		c.B().Rpush().Key(semKey + ":q").Element(slots[4]).Build(),
-		c.B().Hset().Key(semKey+":d").FieldValue().FieldValue(slots[4], far+":"+leaseMs).Build(),
+		c.B().Rpush().Key(semKey + ":q").Element(slots[4] + "|" + far + "|" + leaseMs).Build(),
 	}
 	for _, r := range c.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
@@ -141,9 +134,9 @@ func semSetup(ctx context.Context, c rueidis.Client) error {
 // the grant message.
 func semCall(ctx context.Context, c rueidis.Client, sha string) error {
 	m := semHolders[0]
-	keys := []string{semKey, semKey + ":q", semKey + ":d"}
+	keys := []string{semKey, semKey + ":q"}
 	args := []string{m + ":" + semFences[m], m, leaseMs, "2", "C:gc", "s", "5000", "4", ""}
-	res, err := c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(3).Key(keys...).Arg(args...).Build()).ToArray()
+	res, err := c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(2).Key(keys...).Arg(args...).Build()).ToArray()
 	if err != nil {
 		return err
 	}
