@@ -19,7 +19,7 @@ var evalsha = []string{"evalsha"}
 func variants() []variant {
 	return []variant{
 		{name: "baton's grant as shipped (release.lua, linger mode)", src: script.Release.Src, timed: evalsha,
-			setup: grantSetup(members[1]+"|99999999999999|"+leaseMs), call: grantCall(true)},
+			setup: grantSetup(members[1] + "|99999999999999|" + leaseMs), call: grantCall(true)},
 		{name: "floor: fenced, queued grant, no deadline hash", src: floorGrant, timed: evalsha,
 			setup: grantSetup(members[1] + "|" + leaseMs), call: grantCall(false)},
 		{name: "unfenced grant (pop, SET, PUBLISH, push)", src: unfencedGrant, timed: evalsha,
