@@ -35,7 +35,11 @@ local function unentry(e)
   return h, tonumber(dl), lease
 end
 
--- find returns the 1-based index and the entry of member in q, or nil.
+-- find returns the 1-based index and the entry of member in q, or nil. It
+-- reads the whole list, as an entry's deadline is not known to its session
+-- (LPOS wants the exact element): a queue holds one entry per waiting
+-- session, not per goroutine, and only enqueue, a waiter's refresh every
+-- lease/3 and a leaving session look; a hand-off pops.
 local function find(q, member)
   local p = member .. '|'
   for i, e in ipairs(redis.call('LRANGE', q, 0, -1)) do
