@@ -1,18 +1,16 @@
 package baton
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton/internal/faultproxy"
+	"github.com/batonlock/baton/internal/keyspace"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -81,13 +79,16 @@ func injectEntry(t *testing.T, srv *redistest.Server, name, member string, deadl
 // lease (see internal/script/handoff.lua). The scripts compare deadlines
 // with Redis's clock: the same machine's here.
 func queueEntry(member string, deadline time.Time, lease time.Duration) string {
-	return fmt.Sprintf("%s|%d|%d", member, deadline.UnixMilli(), lease.Milliseconds())
+	return keyspace.QueueEntry(member, deadline.UnixMilli(), lease.Milliseconds())
 }
 
-// entryMember is the member of a queue entry.
+// entryMember is the member of a queue entry (the entry itself if it does
+// not parse).
 func entryMember(e string) string {
-	m, _, _ := strings.Cut(e, "|")
-	return m
+	if m, _, _, ok := keyspace.SplitEntry(e); ok {
+		return m
+	}
+	return e
 }
 
 // TestQueueEntryOfCrashedSession: an entry whose deadline passed is pruned
@@ -315,20 +316,7 @@ func TestGrantReadsOnlyTheQueue(t *testing.T) {
 func TestQueueEntryOfOlderBaton(t *testing.T) {
 	const old = "00000000000000000000000000000001-1"
 	srv := redistest.Start(t)
-	listener, err := net.Dial("tcp", srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close()
-	if _, err := io.WriteString(listener, "SUBSCRIBE baton:c:"+old[:32]+"\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	rd := bufio.NewReader(listener)
-	for range 6 { // *3 $9 subscribe $<n> <channel> :1, one line each
-		if _, err := rd.ReadString('\n'); err != nil {
-			t.Fatal(err)
-		}
-	}
+	srv.Listen(t, "baton:c:"+old[:32])
 	a := newClient(t, srv, Options{})
 	b := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 10*time.Second)

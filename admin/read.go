@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/batonlock/baton/internal/keyspace"
 	"github.com/redis/rueidis"
 )
 
@@ -141,29 +141,12 @@ func parseRead(it item, res rueidis.RedisResult) (n Name, exists bool, err error
 // the scripts drop it on sight. Its Member is then the whole entry, and it
 // has no Deadline.
 func parseEntry(e string, now int64) Entry {
-	member, dl, lease, ok := splitEntry(e)
+	member, dl, lease, ok := keyspace.SplitEntry(e)
 	if !ok {
 		return Entry{Member: e}
 	}
-	return Entry{Member: member, Deadline: time.UnixMilli(int64(dl)),
-		Left: time.Duration(int64(dl)-now) * time.Millisecond, Lease: time.Duration(lease) * time.Millisecond}
-}
-
-// splitEntry splits a queue entry as the scripts do (unentry, in
-// internal/script/common.lua): the member is all before the last two
-// fields, which must be digits.
-func splitEntry(e string) (member string, deadline, lease uint64, ok bool) {
-	i := strings.LastIndexByte(e, '|')
-	if i < 0 {
-		return "", 0, 0, false
-	}
-	j := strings.LastIndexByte(e[:i], '|')
-	if j < 0 {
-		return "", 0, 0, false
-	}
-	deadline, ok1 := digits(e[j+1 : i])
-	lease, ok2 := digits(e[i+1:])
-	return e[:j], deadline, lease, ok1 && ok2
+	return Entry{Member: member, Deadline: time.UnixMilli(dl),
+		Left: time.Duration(dl-now) * time.Millisecond, Lease: time.Duration(lease) * time.Millisecond}
 }
 
 // Inspect returns what Redis holds for the lock name, with its queue (the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/internal/keyspace"
 	"github.com/redis/rueidis"
 )
 
@@ -108,7 +109,7 @@ func mapKeys(m map[string]string) []string {
 }
 
 // queueOf reads a queue list's entries, "<member>|<deadline ms>|<lease
-// ms>" (internal/script/common.lua), at the server's time nowMs: its
+// ms>" (keyspace.SplitEntry), at the server's time nowMs: its
 // members in order, each member's entry, and the members whose deadline
 // is not past, once each. An entry that does not parse (a bare member, as
 // an older baton wrote) stands for itself and is dead, as the scripts
@@ -116,7 +117,7 @@ func mapKeys(m map[string]string) []string {
 func queueOf(q []string, nowMs int64) (members []string, entries map[string]string, live []string) {
 	entries = map[string]string{}
 	for _, e := range q {
-		m, dl, ok := splitEntry(e)
+		m, dl, _, ok := keyspace.SplitEntry(e)
 		if !ok {
 			m = e
 		}
@@ -132,35 +133,16 @@ func queueOf(q []string, nowMs int64) (members []string, entries map[string]stri
 	return members, entries, live
 }
 
-// splitEntry splits a queue entry as the scripts do (unentry): the member
-// is all before the last two fields, which must be digits.
-func splitEntry(e string) (member string, deadline int64, ok bool) {
-	i := strings.LastIndexByte(e, '|')
-	if i < 0 {
-		return "", 0, false
-	}
-	j := strings.LastIndexByte(e[:i], '|')
-	if j < 0 || !allDigits(e[j+1:i]) || !allDigits(e[i+1:]) {
-		return "", 0, false
-	}
-	dl, err := strconv.ParseInt(e[j+1:i], 10, 64)
-	return e[:j], dl, err == nil
-}
-
 // queueMembers is the members of a queue list's entries, in order (see
 // queueOf).
 func queueMembers(q []string) []string {
 	members := make([]string, len(q))
 	for i, e := range q {
-		if m, _, ok := splitEntry(e); ok {
+		if m, _, _, ok := keyspace.SplitEntry(e); ok {
 			members[i] = m
 		} else {
 			members[i] = e
 		}
 	}
 	return members
-}
-
-func allDigits(s string) bool {
-	return s != "" && strings.Trim(s, "0123456789") == ""
 }

@@ -1,10 +1,7 @@
 package checker
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,21 +168,7 @@ func TestWorkloadSemLeftovers(t *testing.T) {
 	if err := srv.Do(t, "PING").Error(); err != nil {
 		t.Fatal(err)
 	}
-	ghost, err := net.Dial("tcp", srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ghost.Close()
-	if _, err := io.WriteString(ghost, "SUBSCRIBE wl:c:ghost.1\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	// The reply: *3 $9 subscribe $14 wl:c:ghost.1 :1, one line each.
-	rd := bufio.NewReader(ghost)
-	for range 6 {
-		if _, err := rd.ReadString('\n'); err != nil {
-			t.Fatal(err)
-		}
-	}
+	srv.Listen(t, "wl:c:ghost.1")
 	rep, err := RunWorkload(context.Background(), Workload{
 		Names:              1,
 		Semaphores:         []int{3},

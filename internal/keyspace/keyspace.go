@@ -4,7 +4,11 @@
 // becomes a Lock's token.
 package keyspace
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // MaxNameLen is the longest name accepted, in bytes.
 const MaxNameLen = 4096
@@ -63,4 +67,38 @@ func Truncate(s string) string {
 		return s[:64] + "..."
 	}
 	return s
+}
+
+// QueueEntry is a queue entry as the scripts write it (internal/script/
+// handoff.lua): member waits until deadlineMs (Redis server time) and asks
+// for a lease of leaseMs.
+func QueueEntry(member string, deadlineMs, leaseMs int64) string {
+	return member + "|" + strconv.FormatInt(deadlineMs, 10) + "|" + strconv.FormatInt(leaseMs, 10)
+}
+
+// SplitEntry splits a queue entry as the scripts do (unentry in
+// internal/script/handoff.lua): the member is all before the last two
+// fields, which must be digits. ok is false for an entry that does not
+// parse, such as a bare member an older baton queued: the scripts drop it
+// as dead.
+func SplitEntry(e string) (member string, deadlineMs, leaseMs int64, ok bool) {
+	i := strings.LastIndexByte(e, '|')
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	j := strings.LastIndexByte(e[:i], '|')
+	if j < 0 {
+		return "", 0, 0, false
+	}
+	dl, ok1 := digits(e[j+1 : i])
+	lease, ok2 := digits(e[i+1:])
+	return e[:j], dl, lease, ok1 && ok2
+}
+
+func digits(s string) (int64, bool) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }

@@ -352,6 +352,30 @@ func (s *Server) Do(t testing.TB, args ...string) rueidis.RedisResult {
 	return c.Do(ctx, c.B().Arbitrary(args...).Build())
 }
 
+// Listen subscribes a connection of its own to channel, as another
+// process's client would, so that a PUBLISH there counts a receiver; the
+// connection stays until the test ends. Plain-text servers only.
+func (s *Server) Listen(t testing.TB, channel string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", s.Addr(), doTimeout)
+	if err != nil {
+		t.Fatalf("redistest: listen on %s: %v", channel, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(doTimeout))
+	if _, err := io.WriteString(conn, "SUBSCRIBE "+channel+"\r\n"); err != nil {
+		t.Fatalf("redistest: listen on %s: %v", channel, err)
+	}
+	// The reply: *3 $9 subscribe $<n> <channel> :1, a line each.
+	rd := bufio.NewReader(conn)
+	for range 6 {
+		if _, err := rd.ReadString('\n'); err != nil {
+			t.Fatalf("redistest: listen on %s: %v", channel, err)
+		}
+	}
+	conn.SetDeadline(time.Time{})
+}
+
 func (s *Server) harnessClient(t testing.TB) rueidis.Client {
 	t.Helper()
 	s.mu.Lock()

@@ -27,14 +27,6 @@ end
 
 local function fmt(n) return string.format('%.0f', n) end
 
--- unentry splits a queue entry into its member, deadline (a number) and
--- lease (ms, a string); nil for an entry that does not parse.
-local function unentry(e)
-  local h, dl, lease = string.match(e, '^(.-)|(%d+)|(%d+)$')
-  if not h then return nil end
-  return h, tonumber(dl), lease
-end
-
 -- find returns the 1-based index and the entry of member in q, or nil. It
 -- reads the whole list, as an entry's deadline is not known to its session
 -- (LPOS wants the exact element): a queue holds one entry per waiting
@@ -85,7 +77,7 @@ local function alive(lease) return lease / 2 + 50 end
 -- 0-based position and whether it was not queued before. A queue vanishes
 -- if all its waiters do; waiting sessions refresh it with their entries.
 local function enqueue(q, member, lease, ttl)
-  local e = member .. '|' .. fmt(now() + (ttl or alive(lease))) .. '|' .. fmt(lease)
+  local e = entry(member, now() + (ttl or alive(lease)), fmt(lease))
   local i = find(q, member)
   local pos
   if i then

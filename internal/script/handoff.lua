@@ -12,17 +12,31 @@
 -- none (a grant pops the grantee's). Everything a hand-off needs is in the
 -- entry it pops: no other key is read.
 
+-- entry is member's queue entry, alive until dl (ms, a number) and asking
+-- for lease (ms, a number or its digits).
+local function entry(member, dl, lease)
+  return member .. '|' .. string.format('%.0f', dl) .. '|' .. lease
+end
+
+-- unentry splits a queue entry into its member, deadline (a number) and
+-- lease (ms, a string); nil for an entry that does not parse.
+local function unentry(e)
+  local h, dl, lease = string.match(e, '^(.-)|(%d+)|(%d+)$')
+  if not h then return nil end
+  return h, tonumber(dl), lease
+end
+
 -- poplive pops the first entry of q and returns its member with its lease
 -- (ms, a string), TIME's reply and the time in ms, if it is live and not
 -- skip; else nil (the entry is gone either way).
 local function poplive(q, skip)
   local e = redis.call('LPOP', q)
   if not e then return nil end
-  local h, dl, lease = string.match(e, '^(.-)|(%d+)|(%d+)$')
+  local h, dl, lease = unentry(e)
   if not h or h == skip then return nil end
   local t = redis.call('TIME')
   local ms = t[1] * 1000 + math.floor(t[2] / 1000)
-  if tonumber(dl) < ms then return nil end
+  if dl < ms then return nil end
   return h, lease, t, ms
 end
 
@@ -58,7 +72,7 @@ end
 -- does not look for an entry of member: the member held, so it was not
 -- queued (see above).
 local function requeue(q, member, lease, ttl, ms)
-  redis.call('RPUSH', q, member .. '|' .. string.format('%.0f', ms + ttl) .. '|' .. lease)
+  redis.call('RPUSH', q, entry(member, ms + ttl, lease))
   local mine = tonumber(lease)
   if redis.call('PTTL', q) < mine then redis.call('PEXPIRE', q, 2 * mine) end
 end

@@ -61,7 +61,7 @@ for i = 1, #ARGV, 3 do
     local q = KEYS[k]
     local at = find(q, val)
     if at then
-      redis.call('LSET', q, at - 1, val .. '|' .. fmt(now() + alive(lease)) .. '|' .. fmt(lease))
+      redis.call('LSET', q, at - 1, entry(val, now() + alive(lease), fmt(lease)))
       keep(q, lease)
       out[#out + 1] = 1
     else
