@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/internal/keyspace"
+	"github.com/batonlock/baton/internal/machine"
 	"github.com/batonlock/baton/internal/script"
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 )
 
@@ -31,26 +34,26 @@ type Client struct {
 	cc             rueidis.Client // uncontended acquisitions and releases: no pushes, so an idle connection answers without rueidis's pipelining goroutines
 	prefix         string
 	cohort         int
-	cacheIdle      time.Duration // Options.CacheIdle
-	trackMax       int           // Options.TrackedHolds
-	id             string        // 128 random bits in hex: prefix of every member of this client
-	channel        string        // where release scripts announce grants to our sessions
-	viaC           string        // "C:<prefix>": tells release scripts to publish on the grantee's client channel
-	tracking       bool          // Redis tracks keys our acquire attempts read
-	sharded        bool          // Redis Cluster: grants go by SPUBLISH on each name's shard channel
-	replicas       int           // Options.MinReplicas
-	replicaTimeout time.Duration // Options.ReplicaTimeout
-	trackHeld      bool          // renewals have Redis track held keys (Options.DisableHeldTracking)
+	cacheIdle      time.Duration   // Options.CacheIdle
+	trackMax       int             // Options.TrackedHolds
+	id             string          // 128 random bits in hex: prefix of every member of this client
+	channel        string          // where release scripts announce grants to our sessions
+	wire           wire.Deployment // how the machine's calls become script calls
+	tracking       bool            // Redis tracks keys our acquire attempts read
+	sharded        bool            // Redis Cluster: grants go by SPUBLISH on each name's shard channel
+	replicas       int             // Options.MinReplicas
+	replicaTimeout time.Duration   // Options.ReplicaTimeout
+	trackHeld      bool            // renewals have Redis track held keys (Options.DisableHeldTracking)
 	def            *Session
 	obs            Observer     // Options.Observer
 	log            *slog.Logger // Options.Logger
 	admin          *admin.Admin
 	instance       string // Options.Instance
-	stats          counters
+	stats          machine.Counters
 
-	subMu     sync.Mutex                         // protects grantSubs, electSubs and their fields; taken after a session's mutex
-	grantSubs map[string]*subscription[*name]    // Redis Cluster: grant subscriptions of names, by channel
-	electSubs map[string]*subscription[*watcher] // announcement subscriptions of observed elections, by channel
+	subMu     sync.Mutex                              // protects grantSubs, electSubs and their fields; taken after a session's mutex
+	grantSubs map[string]*subscription[*machine.Name] // Redis Cluster: grant subscriptions of names, by channel
+	electSubs map[string]*subscription[*watcher]      // announcement subscriptions of observed elections, by channel
 
 	mu       sync.Mutex // protects sessions, nsess, closed
 	sessions map[string]*Session
@@ -98,13 +101,12 @@ func New(opt Options) (*Client, error) {
 		instance:       opt.Instance,
 		sessions:       make(map[string]*Session),
 		renewC:         make(chan struct{}, 1),
-		grantSubs:      make(map[string]*subscription[*name]),
+		grantSubs:      make(map[string]*subscription[*machine.Name]),
 		electSubs:      make(map[string]*subscription[*watcher]),
 		subOK:          make(chan struct{}),
 		subErr:         make(chan error, 1),
 	}
 	c.channel = c.prefix + ":c:" + c.id
-	c.viaC = "C:" + c.prefix
 	c.bg, c.stop = context.WithCancel(context.Background())
 	c.closing = c.bg.Done()
 	if err := c.connect(opt); err != nil {
@@ -189,6 +191,7 @@ func (c *Client) connect(opt Options) error {
 	// one per node (measured: 6,396 a tick for 10,000 locks). Not with
 	// MinReplicas: its WAIT needs a connection of its own.
 	c.trackHeld = c.tracking && !c.sharded && c.replicas == 0 && !opt.DisableHeldTracking
+	c.wire = wire.Deployment{Prefix: c.prefix, Sharded: c.sharded, Tracking: c.tracking, Replicas: c.replicas}
 	return nil
 }
 
@@ -293,24 +296,27 @@ func (c *Client) newSession(lease time.Duration) *Session {
 		return nil
 	}
 	c.nsess++
+	member := c.id + "-" + strconv.Itoa(c.nsess)
+	var seed [8]byte
+	rand.Read(seed[:])
 	s := &Session{
-		c: c,
-		rules: rules{
-			member:  c.id + "-" + strconv.Itoa(c.nsess),
-			lease:   lease,
-			margin:  lease/30 + 10*time.Millisecond,
-			cohort:  c.cohort,
-			confirm: c.replicas > 0,
-			sharded: c.sharded,
-			track:   c.trackHeld,
-			stats:   &c.stats,
-
-			cacheIdle: c.cacheIdle,
-			trackMax:  c.trackMax,
-		},
+		c:      c,
+		member: member,
+		lease:  lease,
+		m: machine.NewSession(machine.Rules{
+			Member:    member,
+			Lease:     lease,
+			Cohort:    c.cohort,
+			Replicas:  c.replicas,
+			Sharded:   c.sharded,
+			Track:     c.trackHeld,
+			TrackMax:  c.trackMax,
+			CacheIdle: c.cacheIdle,
+			Seed:      binary.LittleEndian.Uint64(seed[:]),
+			Stats:     &c.stats,
+		}),
 		leaseMs:  strconv.FormatInt(lease.Milliseconds(), 10),
 		lingerMs: strconv.FormatInt((lease / 2).Milliseconds(), 10),
-		names:    make(map[nameID]*name),
 		done:     make(chan struct{}),
 		quiet:    make(chan struct{}, 1),
 	}

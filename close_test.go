@@ -62,7 +62,7 @@ func TestClose(t *testing.T) {
 		}
 	}
 	k := newKeys("baton", busy)
-	if n, _ := srv.Do(t, "LLEN", k.queue()).AsInt64(); n != 0 {
+	if n, _ := srv.Do(t, "LLEN", k.Queue()).AsInt64(); n != 0 {
 		t.Fatal("closed client left its queue entry")
 	}
 	if _, err := a.Lock(ctx, "x"); !errors.Is(err, ErrClosed) {
@@ -291,7 +291,7 @@ func TestHostileUnlockRacesClose(t *testing.T) {
 			if owner := lockOwner(t, srv, DefaultKeyPrefix, n); owner != "" {
 				// A release that lost the race with the closing connection
 				// leaves the key to expire with its lease.
-				if pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, n).lock).AsInt64(); pttl > lease.Milliseconds() {
+				if pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, n).Lock).AsInt64(); pttl > lease.Milliseconds() {
 					t.Fatalf("round %d: %s still owned by %q with PTTL %d ms", round, n, owner, pttl)
 				}
 			}

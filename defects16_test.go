@@ -180,7 +180,7 @@ func TestIssue16Defect2DelNoticedBesideANewHold(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, x).lock)
+		srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, x).Lock)
 		deleted := time.Now()
 		select {
 		case <-lx.Done():
@@ -383,7 +383,7 @@ func TestIssue16Defect5WaiterJoiningLingeringRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc := waitFor(t, cGot, 5*time.Second, "c's grant")
-	if n, _ := srv.Do(t, "LLEN", newKeys(DefaultKeyPrefix, name).queue()).AsInt64(); n != 2 {
+	if n, _ := srv.Do(t, "LLEN", newKeys(DefaultKeyPrefix, name).Queue()).AsInt64(); n != 2 {
 		t.Fatalf("queue length %d after the pause, want 2 (b lingering, then d)", n)
 	}
 	time.Sleep(2 * time.Second) // c's hold: longer than a linger entry lives (lease/2)
@@ -447,7 +447,7 @@ func TestIssue16Defect6DelWakesFirstAttemptWaiter(t *testing.T) {
 	qb := onQueue(b)
 	got := lockAsync(b, ctx, name)
 	waitFor(t, qb, 5*time.Second, "b to queue")
-	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).lock)
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).Lock)
 	deleted := time.Now()
 	select {
 	case r := <-got:
@@ -457,7 +457,7 @@ func TestIssue16Defect6DelWakesFirstAttemptWaiter(t *testing.T) {
 		t.Logf("b got the lock %v after the DEL", time.Since(deleted).Round(100*time.Microsecond))
 		r.l.Unlock(ctx)
 	case <-time.After(500 * time.Millisecond):
-		pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, name).lock).AsInt64()
+		pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, name).Lock).AsInt64()
 		t.Fatalf("the key was deleted, yet b's Lock still sleeps 500 ms later (key PTTL %d, held: %v)", pttl, lockHeld(t, srv, name))
 	}
 }
@@ -488,7 +488,7 @@ func TestIssue16Defect7GrantToDeadWaiterIsWatched(t *testing.T) {
 	}
 	defer lh.Unlock(ctx)
 	holder := startHolder(t, srv, name, 300*time.Millisecond, "2")
-	queue := newSemKeys(DefaultKeyPrefix, name).queue()
+	queue := newSemKeys(DefaultKeyPrefix, name).Queue()
 	waiter := startQueuedChild(t, srv, name, 2*time.Second, "2")
 	waitListLen(t, srv, queue, 1)
 	w := newClient(t, srv, Options{})
@@ -534,7 +534,7 @@ func TestIssue16Defect8SlowRenewalKeepsHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := newKeys(DefaultKeyPrefix, name).lock
+	key := newKeys(DefaultKeyPrefix, name).Lock
 	owner := lockOwner(t, srv, DefaultKeyPrefix, name)
 	waitRenewed(t, c.Session(), name) // the renewal script is loaded
 	p.SetLatency(300*time.Millisecond, 0)
@@ -588,12 +588,12 @@ func TestIssue16Defect9DeadQueueEntryAllowsNewLimit(t *testing.T) {
 	}
 	holder := startHolder(t, srv, name, lease, "1")
 	waiter := startQueuedChild(t, srv, name, lease, "1")
-	waitListLen(t, srv, k.queue(), 1)
+	waitListLen(t, srv, k.Queue(), 1)
 	killChildren(t, holder, waiter)
 	// The later of the two deadlines, in server time (ms), as Redis has it
 	// now that nobody refreshes them.
 	var last int64
-	hash, _ := srv.Do(t, "HGETALL", k.lock).AsStrMap()
+	hash, _ := srv.Do(t, "HGETALL", k.Lock).AsStrMap()
 	for f, v := range hash {
 		if !strings.HasPrefix(f, "#") {
 			_, dl, _ := strings.Cut(v, ":")
@@ -601,7 +601,7 @@ func TestIssue16Defect9DeadQueueEntryAllowsNewLimit(t *testing.T) {
 			last = max(last, n)
 		}
 	}
-	entries, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice()
+	entries, _ := srv.Do(t, "LRANGE", k.Queue(), "0", "-1").AsStrSlice()
 	for _, e := range entries {
 		f := strings.Split(e, "|")
 		n, _ := strconv.ParseInt(f[min(1, len(f)-1)], 10, 64)
@@ -1089,7 +1089,7 @@ func TestIssue16Defect18DeadCampaignerSkipped(t *testing.T) {
 		}
 	}()
 	child := startQueuedChild(t, srv, name, lease, "elect")
-	waitListLen(t, srv, newElectKeys(DefaultKeyPrefix, name).queue(), 1)
+	waitListLen(t, srv, newElectKeys(DefaultKeyPrefix, name).Queue(), 1)
 	b := newClient(t, srv, Options{LeaseTTL: lease})
 	eb, _ := b.Election(name)
 	qb := onQueue(b)
@@ -1229,7 +1229,7 @@ func TestIssue16Defect19TryLockRacingClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).lock)
+		srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).Lock)
 		cerr := s.Close()
 		signalled := 0
 		if errors.Is(l.Err(), ErrLockLost) {
@@ -1310,7 +1310,7 @@ func waitListLen(t *testing.T, srv *redistest.Server, key string, n int64) {
 // hash.
 func semHolderCount(t testing.TB, srv *redistest.Server, name string) int {
 	t.Helper()
-	fields, _ := srv.Do(t, "HKEYS", newSemKeys(DefaultKeyPrefix, name).lock).AsStrSlice()
+	fields, _ := srv.Do(t, "HKEYS", newSemKeys(DefaultKeyPrefix, name).Lock).AsStrSlice()
 	n := 0
 	for _, f := range fields {
 		if !strings.HasPrefix(f, "#") {

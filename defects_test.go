@@ -485,7 +485,7 @@ func TestDefect10ForeignValue(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := uniqueName(t)
-			key := newKeys(DefaultKeyPrefix, name).lock
+			key := newKeys(DefaultKeyPrefix, name).Lock
 			check := func(what string, call func(context.Context, string) (*Lock, error)) {
 				t.Helper()
 				srv.Do(t, "SET", key, tc.value)
@@ -548,7 +548,7 @@ func TestDefect11UnlockAfterTakeover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc.lose(t, srv, newKeys(DefaultKeyPrefix, name).lock)
+			tc.lose(t, srv, newKeys(DefaultKeyPrefix, name).Lock)
 			lb := lockWithin(t, b, ctx, name, 5*time.Second)
 			defer lb.Unlock(ctx)
 			if tc.cut {
@@ -794,7 +794,7 @@ func lockWithin(t *testing.T, c lockCaller, ctx context.Context, name string, d 
 // queueMembers returns the members in name's Redis queue (deduplicated).
 func queueMembers(t testing.TB, srv *redistest.Server, name string) []string {
 	t.Helper()
-	list, _ := srv.Do(t, "LRANGE", newKeys(DefaultKeyPrefix, name).queue(), "0", "-1").AsStrSlice()
+	list, _ := srv.Do(t, "LRANGE", newKeys(DefaultKeyPrefix, name).Queue(), "0", "-1").AsStrSlice()
 	seen := map[string]bool{}
 	var out []string
 	for _, e := range list {
@@ -810,7 +810,7 @@ func queueMembers(t testing.TB, srv *redistest.Server, name string) []string {
 // observes; it orders nothing.
 func waitQueueLen(t testing.TB, srv *redistest.Server, name string, n int64) {
 	t.Helper()
-	key := newKeys(DefaultKeyPrefix, name).queue()
+	key := newKeys(DefaultKeyPrefix, name).Queue()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		got, _ := srv.Do(t, "LLEN", key).AsInt64()
@@ -997,7 +997,7 @@ func lingerOn(t *testing.T, srv *redistest.Server, x *Client, s *Session, n int)
 			t.Fatal(r.err)
 		}
 		t.Cleanup(func() { r.l.Unlock(context.Background()) })
-		if n, _ := srv.Do(t, "LLEN", newKeys(DefaultKeyPrefix, names[i]).queue()).AsInt64(); n != 1 {
+		if n, _ := srv.Do(t, "LLEN", newKeys(DefaultKeyPrefix, names[i]).Queue()).AsInt64(); n != 1 {
 			t.Fatalf("%s: the session is not lingering in the queue (length %d)", names[i], n)
 		}
 	}
@@ -1094,7 +1094,7 @@ func TestDefect13LateGrantToForgottenName(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := uniqueName(t)
-			key := newKeys(DefaultKeyPrefix, name).lock
+			key := newKeys(DefaultKeyPrefix, name).Lock
 			const fence = "1700000000000000"
 			srv.Do(t, "SET", key, tc.value(fence), "PX", "10000")
 			srv.Do(t, "PUBLISH", DefaultKeyPrefix+":c:"+member[:32], fence+" "+member+" "+name)

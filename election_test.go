@@ -154,7 +154,7 @@ func TestElectionCampaign(t *testing.T) {
 	}
 	wantNoLeader(t, ctx, pa.e, "after the last resignation")
 	k := newElectKeys(DefaultKeyPrefix, name)
-	if fields, _ := srv.Do(t, "HKEYS", k.lock).AsStrSlice(); len(fields) != 2 {
+	if fields, _ := srv.Do(t, "HKEYS", k.Lock).AsStrSlice(); len(fields) != 2 {
 		t.Fatalf("hash fields after the last resignation: %v, want #f and #l", fields)
 	}
 }
@@ -343,7 +343,7 @@ func TestElectionLoss(t *testing.T) {
 	la := pa.lead(t, ctx, "A")
 	wantNext(t, obs, "A", la)
 	gb := pb.queued(t, ctx, "B")
-	srv.Do(t, "DEL", newElectKeys(DefaultKeyPrefix, name).lock)
+	srv.Do(t, "DEL", newElectKeys(DefaultKeyPrefix, name).Lock)
 	waitFor(t, la.Done(), 3*time.Second, "the leadership's loss")
 	if !errors.Is(la.Err(), ErrLockLost) {
 		t.Fatalf("Err %v, want ErrLockLost", la.Err())
@@ -420,7 +420,7 @@ func TestElectionGiveUp(t *testing.T) {
 	// The entry leaves before Campaign returns, unless B's last attempt
 	// was still unanswered: then in the background, within a lease.
 	for end := time.Now().Add(5 * time.Second); ; {
-		n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64()
+		n, _ := srv.Do(t, "EXISTS", k.Queue()).AsInt64()
 		if n == 0 {
 			break
 		}
@@ -428,7 +428,7 @@ func TestElectionGiveUp(t *testing.T) {
 			t.Fatal("queue keys left 5s after B gave up")
 		}
 	}
-	fields, _ := srv.Do(t, "HKEYS", k.lock).AsStrSlice()
+	fields, _ := srv.Do(t, "HKEYS", k.Lock).AsStrSlice()
 	values := slices.DeleteFunc(slices.Clone(fields), func(f string) bool { return !strings.HasPrefix(f, "#v:") })
 	if len(values) != 1 {
 		t.Fatalf("hash fields %v after B gave up: want A's value alone", fields)
@@ -520,7 +520,7 @@ func TestElectReadPendingFence(t *testing.T) {
 	c := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 5*time.Second)
 	name := uniqueName(t)
-	k := newElectKeys(DefaultKeyPrefix, name).lock
+	k := newElectKeys(DefaultKeyPrefix, name).Lock
 	dl := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
 	srv.Do(t, "HSET", k, "#f", "100", "#l", "1", "x-1.e0", "100:"+dl, "#p:x-1.e0", "1", "#v:x-1.e0", "v")
 	r, err := c.readLeader(ctx, name)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
+
 	"github.com/batonlock/baton/internal/faultproxy"
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
@@ -123,7 +125,7 @@ func TestHostileCancelMidFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	if owner := lockOwner(t, srv, DefaultKeyPrefix, name+"-held"); owner != "" {
-		if pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, name+"-held").lock).AsInt64(); pttl > lease.Milliseconds() {
+		if pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, name+"-held").Lock).AsInt64(); pttl > lease.Milliseconds() {
 			t.Fatalf("the lock whose Unlock timed out is owned by %q for %d ms more", owner, pttl)
 		}
 	}
@@ -189,7 +191,7 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 	ctx := ctxTimeout(t, 60*time.Second)
 	for attempt := 0; attempt < 5; attempt++ {
 		name := uniqueName(t)
-		key := newKeys(DefaultKeyPrefix, name).lock
+		key := newKeys(DefaultKeyPrefix, name).Lock
 		warm(t, a, name+"-warm")
 		msg, err := srv.Do(t, "ECHO", key).ToMessage() // an invalidation names the key
 		if err != nil {
@@ -249,7 +251,7 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 		}
 		s := a.Session()
 		s.mu.Lock()
-		recheck := time.Until(s.names[nameID{name: name}].recheck)
+		recheck := time.Until(s.m.Lookup(machine.ID{Name: name}).Snapshot().Recheck)
 		s.mu.Unlock()
 		lb.Unlock(ctx) // lost: its key is gone; wakes nobody
 		t.Fatalf("the lock is free (DEL replied %q) and a's waiter was told, but it sleeps on: next look in %v", reply[:n], recheck.Round(time.Millisecond))
@@ -261,7 +263,10 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 // script for name is in flight.
 func waitBusy(t *testing.T, s *Session, name string) {
 	t.Helper()
-	waitSession(t, s, func() bool { return s.names[nameID{name: name}] != nil && s.names[nameID{name: name}].st == acquiring },
+	waitSession(t, s, func() bool {
+		n := s.m.Lookup(machine.ID{Name: name})
+		return n != nil && n.State() == machine.Acquiring
+	},
 		func() string { return "no acquire in flight" })
 }
 
@@ -379,7 +384,7 @@ func TestBug_ReleaseRanBeforeItsConnectionDied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hash := newSemKeys(DefaultKeyPrefix, name).lock
+		hash := newSemKeys(DefaultKeyPrefix, name).Lock
 		holders := func() int {
 			fs, err := srv.Do(t, "HKEYS", hash).AsStrSlice()
 			if err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/keyspace"
+
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
@@ -87,9 +89,9 @@ func TestBadNames(t *testing.T) {
 			t.Fatalf("Lock(%.10q): %v", name, err)
 		}
 		k := newKeys("baton", name)
-		for _, key := range k.list() {
-			if slot(key) != slot(k.lock) {
-				t.Fatalf("%q: key %q in slot %d, lock in %d", name, key, slot(key), slot(k.lock))
+		for _, key := range k.List() {
+			if slot(key) != slot(k.Lock) {
+				t.Fatalf("%q: key %q in slot %d, lock in %d", name, key, slot(key), slot(k.Lock))
 			}
 		}
 		if err := l.Unlock(ctx); err != nil {
@@ -155,7 +157,7 @@ func TestFencingSurvivesDataLoss(t *testing.T) {
 		l.Unlock(ctx)
 		srv.Do(t, "FLUSHALL")
 	}
-	if now, f := uint64(time.Now().UnixMicro()), last>>tokenShift; f < now-uint64(time.Minute.Microseconds()) || f > now+uint64(time.Minute.Microseconds()) {
+	if now, f := uint64(time.Now().UnixMicro()), last>>keyspace.TokenShift; f < now-uint64(time.Minute.Microseconds()) || f > now+uint64(time.Minute.Microseconds()) {
 		t.Fatalf("token %d is not near the clock %d", last, now)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
+
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -30,7 +32,7 @@ func lingerSetup(t *testing.T, srv *redistest.Server, lease time.Duration) (name
 		t.Fatal(err)
 	}
 	lc = waitFor(t, cGot, 5*time.Second, "c")
-	q, _ := srv.Do(t, "LRANGE", newKeys("baton", name).queue(), "0", "-1").AsStrSlice()
+	q, _ := srv.Do(t, "LRANGE", newKeys("baton", name).Queue(), "0", "-1").AsStrSlice()
 	if len(q) != 1 || !strings.HasPrefix(q[0], b.id) {
 		t.Fatalf("queue %v: want b lingering in it", q)
 	}
@@ -95,7 +97,7 @@ func TestLingerLapses(t *testing.T) {
 	const lease = 300 * time.Millisecond // linger 150 ms, ticks every 100 ms
 	name, b, lc := lingerSetup(t, srv, lease)
 	s := b.Session()
-	waitSession(t, s, func() bool { return s.names[nameID{name: name}] == nil },
+	waitSession(t, s, func() bool { return s.m.Lookup(machine.ID{Name: name}) == nil },
 		func() string { return "b never forgot its lapsed linger" })
 	ctx := ctxTimeout(t, 5*time.Second)
 	if err := lc.Unlock(ctx); err != nil {
@@ -117,7 +119,7 @@ func TestCloseWhileLingering(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q, _ := srv.Do(t, "LRANGE", newKeys("baton", name).queue(), "0", "-1").AsStrSlice()
+	q, _ := srv.Do(t, "LRANGE", newKeys("baton", name).Queue(), "0", "-1").AsStrSlice()
 	if len(q) != 0 {
 		t.Fatalf("queue %v after the lingering client closed", q)
 	}

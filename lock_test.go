@@ -232,7 +232,7 @@ func TestHostileLockAfterUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name+"-lost").lock)
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name+"-lost").Lock)
 	waitFor(t, lost.Done(), 5*time.Second, "the loss")
 	check := func(when string) {
 		t.Helper()

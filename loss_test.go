@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
+
 	"github.com/batonlock/baton/internal/faultproxy"
 	"github.com/batonlock/baton/internal/redistest"
 )
@@ -247,7 +249,7 @@ func TestGrantedLockLostBeforeExpiry(t *testing.T) {
 	p.Blackhole(true)
 	defer p.Blackhole(false)
 	waitFor(t, lb.Done(), 5*time.Second, "b's loss signal")
-	if pttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).lock).AsInt64(); pttl <= 0 {
+	if pttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).Lock).AsInt64(); pttl <= 0 {
 		t.Fatalf("b learned of its loss after the key expired (PTTL %d)", pttl)
 	}
 }
@@ -280,8 +282,12 @@ func TestNoHandoffAfterDataLoss(t *testing.T) {
 	// is suspect, or lost already (the notice makes it checked at once).
 	s := a.Session()
 	waitSession(t, s, func() bool {
-		n := s.names[nameID{name: name}]
-		return n == nil || n.st != held || n.hold != la.h || n.hold.suspect
+		n := s.m.Lookup(machine.ID{Name: name})
+		if n == nil {
+			return true
+		}
+		sn := n.Snapshot()
+		return sn.State != machine.Held || sn.Lock != la.m || sn.Suspect
 	},
 		func() string { return "a never heard of the flush" })
 	before := a.Stats().LocalHandoffs

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/keyspace"
+	"github.com/batonlock/baton/internal/machine"
 	"github.com/batonlock/baton/internal/redistest"
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 )
@@ -173,7 +176,7 @@ func lockHeld(t testing.TB, srv interface {
 	Do(testing.TB, ...string) rueidis.RedisResult
 }, name string) bool {
 	t.Helper()
-	v, err := srv.Do(t, "GET", newKeys("baton", name).lock).ToString()
+	v, err := srv.Do(t, "GET", newKeys("baton", name).Lock).ToString()
 	return err == nil && !strings.HasPrefix(v, "~")
 }
 
@@ -181,7 +184,7 @@ func lockHeld(t testing.TB, srv interface {
 // lock is free (no key, or a "~<fence>" marker of a released lock).
 func lockOwner(t testing.TB, srv *redistest.Server, prefix, name string) string {
 	t.Helper()
-	v, err := srv.Do(t, "GET", newKeys(prefix, name).lock).ToString()
+	v, err := srv.Do(t, "GET", newKeys(prefix, name).Lock).ToString()
 	if err != nil || strings.HasPrefix(v, "~") {
 		return ""
 	}
@@ -290,3 +293,23 @@ func contend(t *testing.T, ctx context.Context, cs []*Client, name string, perCl
 	t.Logf("acquisitions per client: %v", counts)
 	return counts, total
 }
+
+// newKeys, newSemKeys and newElectKeys are the keys of a lock, a
+// semaphore and an election, as the client names them.
+func newKeys(prefix, name string) wire.Keys {
+	return wire.Deployment{Prefix: prefix}.Keys(machine.ID{Name: name})
+}
+
+func newSemKeys(prefix, name string) wire.Keys {
+	return wire.Deployment{Prefix: prefix}.Keys(machine.ID{Name: name, Kind: machine.SemKind})
+}
+
+func newElectKeys(prefix, name string) wire.Keys {
+	return wire.Deployment{Prefix: prefix}.Keys(machine.ID{Name: name, Kind: machine.ElectKind})
+}
+
+func grantChannel(prefix, name string) string { return keyspace.GrantChannel(prefix, name) }
+
+func semGrantChannel(prefix, name string) string { return wire.SemGrantChannel(prefix, name) }
+
+func electChannel(prefix, name string) string { return wire.ElectChannel(prefix, name) }

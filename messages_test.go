@@ -97,7 +97,7 @@ func TestErrorsSayWhat(t *testing.T) {
 	cancel()
 	m, _ := c.Semaphore(name, 2)
 	e, _ := c.Election(name)
-	srv.Do(t, "SET", newKeys(DefaultKeyPrefix, name).lock, "foreign")
+	srv.Do(t, "SET", newKeys(DefaultKeyPrefix, name).Lock, "foreign")
 	_, tryErr := c.TryLock(ctx, name)
 	_, permErr := m.Acquire(done)
 	_, tryPermErr := m.TryAcquire(done)
@@ -158,7 +158,7 @@ func TestQuietClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).lock)
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).Lock)
 	waitFor(t, l.Done(), 5*time.Second, "the loss")
 	if _, err := c.Lock(ctx, name+"-held"); err != nil {
 		t.Fatal(err)

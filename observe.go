@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 )
 
@@ -171,7 +172,7 @@ func (w *watcher) take() ([]leaderState, bool) {
 // it out again. A subscription confirmed already counts for w at once.
 func (c *Client) watchElection(lname string, w *watcher) func() {
 	leave, ready := listen(c, c.electSubs, channel[*watcher]{
-		name:  electChannel(c.prefix, lname),
+		name:  wire.ElectChannel(c.prefix, lname),
 		shard: c.sharded,
 		message: func(m rueidis.PubSubMessage, ws []*watcher) {
 			if ev, ok := parseElectEvent(m.Message); ok {

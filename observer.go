@@ -5,8 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
+
+	"github.com/batonlock/baton/internal/machine"
 )
 
 // Observer is told of a Client's lock events, for metrics, traces and
@@ -130,22 +131,22 @@ func (p Primitive) String() string {
 }
 
 // kind is the kind of machine that stands for p.
-func (p Primitive) kind() kind {
+func (p Primitive) kind() machine.Kind {
 	switch p {
 	case PrimitiveSemaphore:
-		return semKind
+		return machine.SemKind
 	case PrimitiveElection:
-		return electKind
+		return machine.ElectKind
 	}
-	return lockKind
+	return machine.LockKind
 }
 
-// primitive is the Primitive a machine of kind k stands for.
-func (k kind) primitive() Primitive {
+// primitiveOf is the Primitive a machine of kind k stands for.
+func primitiveOf(k machine.Kind) Primitive {
 	switch k {
-	case semKind:
+	case machine.SemKind:
 		return PrimitiveSemaphore
-	case electKind:
+	case machine.ElectKind:
 		return PrimitiveElection
 	}
 	return PrimitiveLock
@@ -195,18 +196,21 @@ func (c *Client) logEvent(ctx context.Context, ev Event) {
 	}
 }
 
-// reportEnded reports locks that a caller had and that ended by loss or
-// Close.
-func (c *Client) reportEnded(ls []*Lock) {
+// reportEnded reports the locks of ls that a caller had and that ended by
+// loss or Close.
+func (c *Client) reportEnded(ls []*machine.Lock) {
 	if len(ls) == 0 || c.obs == nil && c.log == nil {
 		return
 	}
 	now := time.Now()
 	for _, l := range ls {
-		// l.err was set before the transition that ended l unlocked, and
-		// never changes again.
-		ev := Event{Kind: Released, Primitive: l.n.id.kind.primitive(), Name: l.n.id.name, Token: l.token, Held: now.Sub(l.acquired), Err: l.err}
-		if errors.Is(l.err, ErrLockLost) {
+		// l.Err was set in the transition that ended l, and never changes
+		// again; so was Given.
+		if !l.Given || l.Err == ErrUnlocked {
+			continue
+		}
+		ev := Event{Kind: Released, Primitive: primitiveOf(l.Name.ID.Kind), Name: l.Name.ID.Name, Token: l.Token, Held: now.Sub(l.Acquired), Err: l.Err}
+		if errors.Is(l.Err, ErrLockLost) {
 			ev.Kind = Lost
 		}
 		c.report(context.Background(), ev)
@@ -216,10 +220,10 @@ func (c *Client) reportEnded(ls []*Lock) {
 // observeCall reports the end of a Lock (wait) or TryLock call begun at
 // start; c.obs is set.
 func (c *Client) observeCall(ctx context.Context, p Primitive, lname string, wait bool, w *waiter, start time.Time, l *Lock, err error) {
-	queued := w != nil && w.slept
+	queued := w != nil && w.m != nil && w.m.Slept
 	switch {
 	case l != nil:
-		c.obs.Observe(ctx, Event{Kind: Acquired, Primitive: p, Name: lname, Token: l.token, How: l.how, Wait: time.Since(start), Queued: queued})
+		c.obs.Observe(ctx, Event{Kind: Acquired, Primitive: p, Name: lname, Token: l.m.Token, How: How(l.m.How), Wait: time.Since(start), Queued: queued})
 	case wait:
 		c.obs.Observe(ctx, Event{Kind: GaveUp, Primitive: p, Name: lname, Wait: time.Since(start), Queued: queued, Err: err})
 	}
@@ -238,21 +242,17 @@ type Stats struct {
 	Held          int    // locks held now
 }
 
-type counters struct {
-	acquired, handoffs, granted, cached, waits, timeouts, lost, renewErrs atomic.Uint64
-}
-
 // Stats returns the client's counters and the number of locks held now.
 func (c *Client) Stats() Stats {
 	st := Stats{
-		Acquired:      c.stats.acquired.Load(),
-		LocalHandoffs: c.stats.handoffs.Load(),
-		Granted:       c.stats.granted.Load(),
-		Cached:        c.stats.cached.Load(),
-		Waits:         c.stats.waits.Load(),
-		Timeouts:      c.stats.timeouts.Load(),
-		Lost:          c.stats.lost.Load(),
-		RenewalErrors: c.stats.renewErrs.Load(),
+		Acquired:      c.stats.Acquired.Load(),
+		LocalHandoffs: c.stats.Handoffs.Load(),
+		Granted:       c.stats.Granted.Load(),
+		Cached:        c.stats.Cached.Load(),
+		Waits:         c.stats.Waits.Load(),
+		Timeouts:      c.stats.Timeouts.Load(),
+		Lost:          c.stats.Lost.Load(),
+		RenewalErrors: c.stats.RenewErrs.Load(),
 	}
 	for _, s := range c.allSessions() {
 		st.Held += len(s.Held())

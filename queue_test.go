@@ -72,7 +72,7 @@ func TestCohortBound(t *testing.T) {
 // injectEntry queues a fake session for name, as a crashed process would
 // leave it, with its deadline offset from now.
 func injectEntry(t *testing.T, srv *redistest.Server, name, member string, deadline, lease time.Duration) {
-	srv.Do(t, "RPUSH", newKeys("baton", name).queue(), queueEntry(member, time.Now().Add(deadline), lease))
+	srv.Do(t, "RPUSH", newKeys("baton", name).Queue(), queueEntry(member, time.Now().Add(deadline), lease))
 }
 
 // queueEntry is the queue entry of member, live until deadline, asking for
@@ -185,11 +185,11 @@ func TestGrantToWaiterThatGaveUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := newKeys("baton", name)
-	v0, _ := srv.Do(t, "GET", k.lock).ToString()
-	if n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
+	v0, _ := srv.Do(t, "GET", k.Lock).ToString()
+	if n, _ := srv.Do(t, "EXISTS", k.Queue()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
 		t.Logf("n=%d lock then %q", n, v0)
-		q, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice()
-		v, _ := srv.Do(t, "GET", k.lock).ToString()
+		q, _ := srv.Do(t, "LRANGE", k.Queue(), "0", "-1").AsStrSlice()
+		v, _ := srv.Do(t, "GET", k.Lock).ToString()
 		t.Fatalf("left: queue %v lock %q (a %s, b %s, c %s)", q, v, a.id[:6], b.id[:6], c.id[:6])
 	}
 }
@@ -211,7 +211,7 @@ func TestReleaseServesQueueOfDeletedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := queuedLock(t, b, ctx, name)
-	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).lock)
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).Lock)
 	if err := la.Unlock(ctx); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("Unlock of a deleted key: %v, want ErrLockLost", err)
 	}
@@ -248,7 +248,7 @@ func TestSemaphoreQueueEntryOfCrashedSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			k := newSemKeys("baton", name)
-			srv.Do(t, "RPUSH", k.queue(), queueEntry(fake, time.Now().Add(tc.deadline), time.Hour))
+			srv.Do(t, "RPUSH", k.Queue(), queueEntry(fake, time.Now().Add(tc.deadline), time.Hour))
 			sb, _ := b.Semaphore(name, 1)
 			qb := onQueue(b)
 			got := make(chan error, 1)
@@ -266,7 +266,7 @@ func TestSemaphoreQueueEntryOfCrashedSession(t *testing.T) {
 			if err := waitFor(t, got, 5*time.Second, "b's permit"); err != nil {
 				t.Fatal(err)
 			}
-			if n, _ := srv.Do(t, "HEXISTS", k.lock, fake).AsInt64(); n != 0 {
+			if n, _ := srv.Do(t, "HEXISTS", k.Lock, fake).AsInt64(); n != 0 {
 				t.Fatal("the crashed session holds a permit")
 			}
 		})
@@ -304,7 +304,7 @@ func TestGrantReadsOnlyTheQueue(t *testing.T) {
 	if _, ok := stats["cmdstat_lpop"]; !ok {
 		t.Errorf("no LPOP: the lock did not pass through the queue (%v)", stats)
 	}
-	if ttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).lock).AsInt64(); ttl <= 0 || ttl > 2000 {
+	if ttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).Lock).AsInt64(); ttl <= 0 || ttl > 2000 {
 		t.Fatalf("PTTL %d ms after the grant: want b's lease (2 s) at most", ttl)
 	}
 }
@@ -326,15 +326,15 @@ func TestQueueEntryOfOlderBaton(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "RPUSH", k.queue(), old)
-	srv.Do(t, "HSET", k.lock+":d", old, fmt.Sprintf("%d:%d", time.Now().Add(time.Minute).UnixMilli(), time.Minute.Milliseconds()))
+	srv.Do(t, "RPUSH", k.Queue(), old)
+	srv.Do(t, "HSET", k.Lock+":d", old, fmt.Sprintf("%d:%d", time.Now().Add(time.Minute).UnixMilli(), time.Minute.Milliseconds()))
 	bGot := queuedLock(t, b, ctx, name)
 	if err := la.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lb := waitFor(t, bGot, 5*time.Second, "b")
 	defer lb.Unlock(ctx)
-	if q, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice(); len(q) != 0 {
+	if q, _ := srv.Do(t, "LRANGE", k.Queue(), "0", "-1").AsStrSlice(); len(q) != 0 {
 		t.Fatalf("queue %q after the grant to b: want the bare member dropped", q)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
+
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -99,7 +101,7 @@ func TestHolderToldOfKeyChange(t *testing.T) {
 			}
 			defer l.Unlock(ctx)
 			waitTracked(t, c.Session(), name)
-			tc.change(newKeys(DefaultKeyPrefix, name).lock)
+			tc.change(newKeys(DefaultKeyPrefix, name).Lock)
 			changed := time.Now()
 			select {
 			case <-l.Done():
@@ -119,7 +121,11 @@ func TestHolderToldOfKeyChange(t *testing.T) {
 func waitTracked(t *testing.T, s *Session, name string) {
 	t.Helper()
 	waitSession(t, s, func() bool {
-		n := s.names[nameID{name: name}]
-		return n != nil && n.st == held && n.hold.deadline.After(n.hold.since.Add(s.lease-s.margin))
+		n := s.m.Lookup(machine.ID{Name: name})
+		if n == nil {
+			return false
+		}
+		sn := n.Snapshot()
+		return sn.State == machine.Held && sn.Deadline.After(sn.Since.Add(s.lease-s.m.Rules().Margin()))
 	}, func() string { return "no renewal after the acquisition" })
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/internal/redistest"
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 )
 
@@ -329,8 +330,8 @@ func aclConfined(t *testing.T, srv *redistest.Server, line aclRules, c *Client) 
 	name := uniqueName(t)
 	p := c.prefix
 	var ks []string
-	for _, k := range []keys{newKeys(p, name), newSemKeys(p, name), newElectKeys(p, name)} {
-		ks = append(ks, k.list()...)
+	for _, k := range []wire.Keys{newKeys(p, name), newSemKeys(p, name), newElectKeys(p, name)} {
+		ks = append(ks, k.List()...)
 	}
 	chans := []string{c.channel, grantChannel(p, name), semGrantChannel(p, name), electChannel(p, name)}
 	allowed := func(args ...string) bool {
@@ -419,7 +420,7 @@ func aclFinish(t *testing.T, nodes []*redistest.Server, a, b aclPeer) {
 		}
 	}
 	for _, n := range nodes {
-		if v, err := n.Do(t, "GET", newKeys(DefaultKeyPrefix, name).lock).ToString(); err == nil && !strings.HasPrefix(v, "~") {
+		if v, err := n.Do(t, "GET", newKeys(DefaultKeyPrefix, name).Lock).ToString(); err == nil && !strings.HasPrefix(v, "~") {
 			t.Errorf("Close left %s held by %q", name, v)
 		}
 	}

@@ -103,7 +103,7 @@ func semHammer(t *testing.T, ctx context.Context, cs []*Client, name string, lim
 // semHolders returns the holder fields of semaphore name's hash.
 func semHolders(t testing.TB, srv *redistest.Server, name string) []string {
 	t.Helper()
-	fields, err := srv.Do(t, "HKEYS", newSemKeys(DefaultKeyPrefix, name).lock).AsStrSlice()
+	fields, err := srv.Do(t, "HKEYS", newSemKeys(DefaultKeyPrefix, name).Lock).AsStrSlice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestSemaphoreGiveUp(t *testing.T) {
 		got <- err
 	}()
 	waitFor(t, qb, 5*time.Second, "waiter to queue")
-	if n, _ := srv.Do(t, "LLEN", k.queue()).AsInt64(); n != 1 {
+	if n, _ := srv.Do(t, "LLEN", k.Queue()).AsInt64(); n != 1 {
 		t.Fatalf("queue length %d while waiting, want 1", n)
 	}
 	cancel()
@@ -298,12 +298,12 @@ func TestSemaphoreGiveUp(t *testing.T) {
 	// Acquire returns at ctx's end; leaving the queue goes on in the
 	// background.
 	within(t, 2*time.Second, "queue keys left after the waiter gave up", func() error {
-		if n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64(); n != 0 {
+		if n, _ := srv.Do(t, "EXISTS", k.Queue()).AsInt64(); n != 0 {
 			return errors.New("the queue key left")
 		}
 		return nil
 	})
-	if n, _ := srv.Do(t, "HLEN", k.lock).AsInt64(); n != 3 {
+	if n, _ := srv.Do(t, "HLEN", k.Lock).AsInt64(); n != 3 {
 		t.Fatalf("hash has %d fields, want 3 (#f, #l, the holder)", n)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -312,7 +312,7 @@ func TestSemaphoreGiveUp(t *testing.T) {
 	if h := semHolders(t, srv, name); len(h) != 0 {
 		t.Fatalf("holders left: %v", h)
 	}
-	if ttl, _ := srv.Do(t, "PTTL", k.lock).AsInt64(); ttl < 3500000 {
+	if ttl, _ := srv.Do(t, "PTTL", k.Lock).AsInt64(); ttl < 3500000 {
 		t.Fatalf("free hash kept %d ms, want about an hour (its fence must survive)", ttl)
 	}
 }
@@ -379,7 +379,7 @@ func TestSemaphoreTryAcquire(t *testing.T) {
 	if _, err := mb.TryAcquire(ctx); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("third TryAcquire, other client: %v", err)
 	}
-	if n, _ := srv.Do(t, "EXISTS", newSemKeys(DefaultKeyPrefix, name).queue()).AsInt64(); n != 0 {
+	if n, _ := srv.Do(t, "EXISTS", newSemKeys(DefaultKeyPrefix, name).Queue()).AsInt64(); n != 0 {
 		t.Fatal("TryAcquire left a queue entry")
 	}
 	if ls[0].Token() == ls[1].Token() {
@@ -410,7 +410,7 @@ func TestSemaphoreLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "DEL", newSemKeys(DefaultKeyPrefix, name).lock)
+	srv.Do(t, "DEL", newSemKeys(DefaultKeyPrefix, name).Lock)
 	deleted := time.Now()
 	waitFor(t, l.Done(), 3*time.Second, "the permit's loss")
 	t.Logf("loss signalled %v after the DEL (lease %v)", time.Since(deleted), lease)

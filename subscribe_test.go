@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
+
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -73,7 +75,7 @@ func TestSharedGrantSubscription(t *testing.T) {
 	forgotten := false
 	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
 		c.def.mu.Lock()
-		forgotten = forgotten || c.def.names[nameID{name: name}] == nil
+		forgotten = forgotten || c.def.m.Lookup(machine.ID{Name: name}) == nil
 		c.def.mu.Unlock()
 		if n := subscribers(); n != 1 {
 			t.Fatalf("%d connections subscribed to %s while the second session waits, want 1", n, ch)

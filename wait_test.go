@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
+
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -36,7 +38,7 @@ func TestWaitDeadline(t *testing.T) {
 	// Lock returns at ctx's end; leaving the queue goes on in the
 	// background.
 	within(t, 2*time.Second, "the waiter's queue entry", func() error {
-		if n, _ := srv.Do(t, "LLEN", k.queue()).AsInt64(); n != 0 {
+		if n, _ := srv.Do(t, "LLEN", k.Queue()).AsInt64(); n != 0 {
 			return fmt.Errorf("queue holds %d entries after the waiter gave up", n)
 		}
 		return nil
@@ -73,7 +75,7 @@ func TestWaitDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	l2.Unlock(ctx)
-	if n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
+	if n, _ := srv.Do(t, "EXISTS", k.Queue()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
 		t.Fatalf("%d keys left", n)
 	}
 }
@@ -85,8 +87,8 @@ func waitLocalWaiters(t *testing.T, s *Session, name string, n int) {
 	got := 0
 	waitSession(t, s, func() bool {
 		got = 0
-		if ns := s.names[nameID{name: name}]; ns != nil {
-			got = len(ns.waiters)
+		if ns := s.m.Lookup(machine.ID{Name: name}); ns != nil {
+			got = ns.Snapshot().Waiters
 		}
 		return got == n
 	}, func() string { return fmt.Sprintf("%d local waiters, want %d", got, n) })
