@@ -247,13 +247,25 @@ func connectErr(ro rueidis.ClientOption, err error) error {
 // ctx ends, and the returned error then also carries the last of them;
 // other Redis errors (a refused command, ErrForeignValue,
 // ErrNotReplicated) fail at once.
+//
+// Locks are not re-entrant. A Lock (or TryLock) whose ctx carries a lock of
+// the same name that the same session holds fails at once with
+// ErrReentrant: ctx is or derives from that lock's Context, or from the ctx
+// of a Do holding it (Do's nested in each other included), so waiting
+// could only end with ctx. What ctx does not carry cannot be seen: a
+// goroutine that locks a name twice with unrelated contexts (say
+// context.Background() both times) waits for itself until the second
+// ctx ends. A ctx detached with context.WithoutCancel still carries the
+// lock; give a goroutine that should wait for the lock's release a ctx
+// of its own.
 func (c *Client) Lock(ctx context.Context, name string) (*Lock, error) {
 	return c.def.Lock(ctx, name)
 }
 
 // TryLock makes one attempt to acquire name in the default session. It
 // returns an error matching ErrNotAcquired when the lock is held or other
-// sessions are queued for it. ctx bounds the round trip.
+// sessions are queued for it, and ErrReentrant as Lock does. ctx bounds
+// the round trip.
 func (c *Client) TryLock(ctx context.Context, name string) (*Lock, error) {
 	return c.def.TryLock(ctx, name)
 }

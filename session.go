@@ -180,6 +180,9 @@ func (s *Session) acquire(ctx context.Context, lname string, wait bool) (*Lock, 
 	if err := checkName(lname); err != nil {
 		return nil, err
 	}
+	if err := s.reentrant(ctx, lname); err != nil {
+		return nil, err
+	}
 	return s.acquireOn(ctx, PrimitiveLock, lname, wait, func() (*name, error) { return s.nameLocked(nameID{name: lname}, 0), nil })
 }
 
