@@ -50,11 +50,21 @@ func TestRelockFromLockContextFailsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Inside Do, and inside a Do nested in it, of another name.
+	inner := name + "-inner"
 	err = c.Do(base, name, func(ctx context.Context) error {
 		if _, err := c.Lock(ctx, name); !errors.Is(err, ErrReentrant) {
 			t.Errorf("Lock inside Do of the same name: %v, want ErrReentrant", err)
 		}
-		return nil
+		return c.Do(ctx, inner, func(ctx context.Context) error {
+			if _, err := c.TryLock(ctx, name); !errors.Is(err, ErrReentrant) {
+				t.Errorf("TryLock of the outer name inside a nested Do: %v, want ErrReentrant", err)
+			}
+			if err := c.Do(ctx, inner, func(context.Context) error { return nil }); !errors.Is(err, ErrReentrant) {
+				t.Errorf("Do of the inner name inside it: %v, want ErrReentrant", err)
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		t.Fatalf("Do: %v", err)

@@ -84,29 +84,18 @@ func (s *Session) TryLock(ctx context.Context, name string) (*Lock, error) {
 	return s.acquire(ctx, name, false)
 }
 
-// Do acquires name (waiting as long as ctx allows), runs fn with the lock's
-// Context, and releases the lock after fn returns, also when fn panics (the
-// panic then continues). It returns fn's error; if the lock was lost while fn
-// ran, the error also matches ErrLockLost. Put the whole transaction inside
-// fn, so the lock is released only after it committed. The release is
-// bounded by the lock's lease, not by ctx.
-func (s *Session) Do(ctx context.Context, name string, fn func(ctx context.Context) error) (err error) {
-	if fn == nil {
-		return errors.New("baton: Do with nil fn")
-	}
-	l, err := s.Lock(ctx, name)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		uerr := l.Unlock(context.WithoutCancel(ctx))
-		if errors.Is(uerr, ErrLockLost) {
-			err = errors.Join(err, uerr)
-		} else if err == nil {
-			err = uerr
-		}
-	}()
-	return fn(l.Context())
+// Do acquires name (waiting as long as ctx allows), runs fn, and releases
+// the lock after fn returns, also when fn panics (the panic then
+// continues). fn's context ends when ctx ends (its cause is ctx's) or when
+// the lock is lost (its cause matches ErrLockLost), whichever comes first;
+// it carries ctx's values and the lock (FromContext). So ctx bounds the
+// wait and the work alike: a ctx cancelled at shutdown reaches the work.
+// To bound only the wait, use DoWait. Do returns fn's error; if the lock
+// was lost while fn ran, the error also matches ErrLockLost. Put the whole
+// transaction inside fn, so the lock is released only after it committed.
+// The release is bounded by the lock's lease, not by ctx.
+func (s *Session) Do(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	return s.do(ctx, name, 0, fn)
 }
 
 // Close releases every lock of the session, leaves every Redis queue it is
