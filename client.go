@@ -41,6 +41,7 @@ type Client struct {
 	replicas       int           // Options.MinReplicas
 	replicaTimeout time.Duration // Options.ReplicaTimeout
 	trackHeld      bool          // renewals have Redis track held keys (Options.DisableHeldTracking)
+	shared         bool          // rc and cc are Options.Client, the caller's: never closed
 	def            *Session
 	obs            Observer     // Options.Observer
 	log            *slog.Logger // Options.Logger
@@ -134,9 +135,9 @@ func New(opt Options) (*Client, error) {
 		return c, nil
 	case err = <-c.subErr:
 		err = fmt.Errorf("baton: subscribe to %s at %s: %w (the ACL user needs the channel &%s:c:*; see the README's ACL line)",
-			c.channel, strings.Join(opt.Redis.InitAddress, ","), err, c.prefix)
+			c.channel, opt.addrs(), err, c.prefix)
 	case <-t.C:
-		err = fmt.Errorf("baton: subscribing to %s at %s: no confirmation within %v", c.channel, strings.Join(opt.Redis.InitAddress, ","), max(5*time.Second, opt.LeaseTTL))
+		err = fmt.Errorf("baton: subscribing to %s at %s: no confirmation within %v", c.channel, opt.addrs(), max(5*time.Second, opt.LeaseTTL))
 	}
 	c.Close()
 	return nil, err
@@ -145,6 +146,10 @@ func New(opt Options) (*Client, error) {
 // connect builds the client's two rueidis clients and reads what the
 // deployment offers (tracking, Cluster).
 func (c *Client) connect(opt Options) error {
+	if opt.Client != nil {
+		c.useShared(opt.Client)
+		return nil
+	}
 	ro := opt.Redis
 	if ro.ClientTrackingOptions == nil {
 		ro.ClientTrackingOptions = []string{"OPTIN", "NOLOOP"}
@@ -458,10 +463,11 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
+	shared := c.sharedChannels()
 	c.stop()
-	c.rc.Close()
-	c.cc.Close()
+	c.closeRedis()
 	<-calls
 	c.wg.Wait()
+	c.unsubscribeShared(shared)
 	return errors.Join(errs...)
 }
