@@ -8,13 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/batonlock/baton/admin"
@@ -151,6 +149,8 @@ func (c *Client) connect(opt Options) error {
 		return nil
 	}
 	ro := opt.Redis
+	stopProbe := probePlainPort(&ro)
+	defer stopProbe()
 	if ro.ClientTrackingOptions == nil {
 		ro.ClientTrackingOptions = []string{"OPTIN", "NOLOOP"}
 	}
@@ -211,33 +211,6 @@ const (
 	instanceTTL   = 25 * time.Hour
 	instanceEvery = time.Hour
 )
-
-// connectErr is New's error when rueidis could not connect with ro: it
-// names the address and says what to check.
-func connectErr(ro rueidis.ClientOption, err error) error {
-	timeout := ro.Dialer.Timeout
-	if timeout == 0 {
-		timeout = rueidis.DefaultDialTimeout
-	}
-	var hint string
-	re, isRedis := rueidis.IsRedisErr(err)
-	var ne net.Error
-	switch {
-	case isRedis && (strings.HasPrefix(re.Error(), "WRONGPASS") || strings.HasPrefix(re.Error(), "NOAUTH")):
-		hint = "check Options.Redis.Username and Password"
-	case isRedis && strings.HasPrefix(re.Error(), "NOPERM"):
-		hint = "the user lacks a permission baton needs: see the README's ACL line"
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		hint = fmt.Sprintf("no answer within %v (Options.Redis.Dialer.Timeout): check the address, a firewall, or TLS (Options.Redis.TLSConfig) on a TLS port", timeout)
-	case strings.Contains(err.Error(), "unknown message type"):
-		hint = "what answers there does not speak Redis's protocol: check the port, or set Options.Redis.TLSConfig for a TLS port"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		hint = "nothing listens there: check the address and that Redis runs"
-	default:
-		hint = "check the address, credentials and TLS settings in Options.Redis"
-	}
-	return fmt.Errorf("baton: connect to Redis at %s: %w (%s)", strings.Join(ro.InitAddress, ","), err, hint)
-}
 
 // Lock acquires the lock name in the default session, waiting as long as
 // ctx allows. Waiting sends nothing to Redis: the caller sleeps until Redis
