@@ -45,6 +45,7 @@ type Client struct {
 	log            *slog.Logger // Options.Logger
 	admin          *admin.Admin
 	instance       string // Options.Instance
+	user           string // the ACL user New logged in as ("default" for a password alone), for Check's messages; "" if unknown
 	stats          counters
 
 	subMu     sync.Mutex                         // protects grantSubs, electSubs and their fields; taken after a session's mutex
@@ -95,6 +96,7 @@ func New(opt Options) (*Client, error) {
 		log:            opt.Logger,
 		id:             hex.EncodeToString(raw[:]),
 		instance:       opt.Instance,
+		user:           loginUser(opt.Redis),
 		sessions:       make(map[string]*Session),
 		renewC:         make(chan struct{}, 1),
 		grantSubs:      make(map[string]*subscription[*name]),

@@ -56,6 +56,10 @@ var (
 	// not re-entrant, so waiting could only end with ctx.
 	ErrReentrant = errors.New("baton: lock already held by this caller")
 
+	// ErrNoPermission means that Client.Check found the Redis user lacking
+	// a permission baton needs; the message names each missing ACL rule.
+	ErrNoPermission = errors.New("baton: missing Redis permission")
+
 	// ErrInvalidOptions means Options or SessionOptions hold a value out of
 	// range; the message names the field.
 	ErrInvalidOptions = errors.New("baton: invalid options")
