@@ -326,21 +326,22 @@ func newNameRow(n nameJSON, link string) nameRow {
 	return r
 }
 
-// state names a name's state in a word or two for the tables.
+// state names a name's state in one word, the same in the JSON, the
+// tables, baton ls and show, and the docs (docs/operating.md, "State
+// words"): held (a lock's holder, a semaphore's permit holders, an
+// election's leader), cached (a lock its session keeps between uses),
+// pending (an election's holder not leading yet), free (with or without
+// the last fence kept) or foreign.
 func state(n nameJSON) string {
 	switch {
 	case n.Foreign:
 		return "foreign"
-	case n.Held && n.Kind == "election":
-		return "led"
 	case n.Held && n.Cached:
-		return "held (cached)"
+		return "cached"
 	case n.Held:
 		return "held"
 	case len(n.Holders) > 0:
 		return "pending" // an election's holder, not leading yet
-	case n.Marker && n.Kind == "lock":
-		return "released"
 	default:
 		return "free"
 	}

@@ -83,7 +83,7 @@ func TestKinds(t *testing.T) {
 			`(?m)^queue: +1$`, `(?m)^ +1 +` + id3 + `\.0 +\? +\d{4}-`,
 		},
 		{
-			`(?m)^kind: +election$`, `(?m)^state: +led$`, `(?m)^leader: +` + id1 + `\.e0 +\(owner token ` + id1 + `\.e0:\d+\)$`,
+			`(?m)^kind: +election$`, `(?m)^state: +held \(it leads\)$`, `(?m)^leader: +` + id1 + `\.e0 +\(owner token ` + id1 + `\.e0:\d+\)$`,
 			`(?m)^value: +"alpha"$`, `(?m)^instance: +web-1:11$`, `(?m)^token: +` + tok(leader) + `$`,
 			`(?m)^ +1 +` + id2 + `\.e0 +web-2:22 +\d{4}-\S+ +[0-9.]+m?s +3s +"beta"$`,
 		},

@@ -11,7 +11,7 @@
 //
 //	ls [-match GLOB] [-kind KIND]          one line per name and kind: state, token,
 //	                                       soonest lease left, queue length, holders, instances
-//	                                       (state held,cached: a lock its session keeps cached)
+//	                                       (states: held, cached, pending, free, foreign)
 //	show NAME                              every kind found under NAME: holders (member,
 //	                                       instance, token, lease), an election's value, the queue
 //	release -force NAME                    take the lock from its holder (see below)

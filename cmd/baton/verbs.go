@@ -105,14 +105,15 @@ func (cfg *config) ls(a *admin.Admin, match string, kind admin.Kind) int {
 	return exitOK
 }
 
-// state names a name's state in one word: held (a lock's holder, a
-// semaphore's permit holders, an election's leader), held,cached (a lock
-// its session keeps cached between uses, admin.Name.Cached), pending (an
-// election's holder not leading yet), free or foreign.
+// state names a name's state in one word, the same in ls, show, the page
+// and the docs (docs/operating.md, "State words"): held (a lock's holder,
+// a semaphore's permit holders, an election's leader), cached (a lock its
+// session keeps between uses, admin.Name.Cached), pending (an election's
+// holder not leading yet), free or foreign.
 func state(n admin.Name) string {
 	switch {
 	case n.Held && n.Cached:
-		return "held,cached"
+		return "cached"
 	case n.Held:
 		return "held"
 	case n.Foreign:

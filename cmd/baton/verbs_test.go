@@ -116,8 +116,8 @@ func TestShow(t *testing.T) {
 	matchRe(t, "show unused", r.stdout, `(?m)^state: +free \(no key\)$`)
 }
 
-// TestCached: a lock its session keeps cached shows as held,cached in ls
-// and says so in show; once another client's Lock recalls it, as held.
+// TestCached: a lock its session keeps cached shows as cached in ls and
+// show; once another client's Lock recalls it, as held.
 func TestCached(t *testing.T) {
 	srv := redistest.Start(t)
 	c1 := locktest.NewBatonWith(t, baton.Options{Redis: srv.Option(), LeaseTTL: 5 * time.Second, CacheIdle: time.Minute})
@@ -132,11 +132,11 @@ func TestCached(t *testing.T) {
 	}
 
 	r := runBaton(t, "-addr", srv.Addr(), "ls")
-	if row := lsRows(t, r.stdout)[name]; r.code != 0 || row == nil || row[1] != "held,cached" || row[5] != "1/1" {
-		t.Errorf("ls: exit %d, %q; want held,cached by one holder", r.code, row)
+	if row := lsRows(t, r.stdout)[name]; r.code != 0 || row == nil || row[1] != "cached" || row[5] != "1/1" {
+		t.Errorf("ls: exit %d, %q; want cached by one holder", r.code, row)
 	}
 	r = runBaton(t, "-addr", srv.Addr(), "show", name)
-	matchRe(t, "show cached", r.stdout, `(?m)^state: +held \(cached: `)
+	matchRe(t, "show cached", r.stdout, `(?m)^state: +cached \(held by its session between uses`)
 
 	l := locktest.Lock(t, c2, name) // recalls it from c1
 	r = runBaton(t, "-addr", srv.Addr(), "ls")
