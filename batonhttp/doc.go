@@ -146,7 +146,10 @@
 // Errors are {"error": "message"} (an HTML page for browsers) with status
 // 400 for a bad parameter (including a cursor the handler did not hand out
 // and a malformed match glob), 502 when Redis fails or does not answer in
-// time, and 503 once the client is closed, detected as its default session
+// time (and when it refuses SCAN to the client's user, whom the README's
+// library ACL line does not give it: the message says to add +scan, and
+// the page offers to look one name up, which needs no SCAN), and 503 once
+// the client is closed, detected as its default session
 // being closed. A closed client's counters still work, so the process
 // scope then answers 503 with "stats" beside "error".
 package batonhttp
