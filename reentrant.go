@@ -13,6 +13,12 @@ import (
 // Lock.Context and Do put there (FromContext), and the locks of the Do
 // calls it is nested in (heldKey). A goroutine that calls Lock twice with
 // unrelated contexts cannot be told from two callers, and waits.
+//
+// Only locks are checked. A Semaphore's Acquire with a ctx that carries a
+// permit of the same semaphore asks for a second permit, which another
+// holder's release can grant: that is no re-entrancy, and it waits its
+// turn. An Election's Campaign queues each call on its own, as its doc
+// says, and is left as it is.
 
 // heldKey is the context key of the locks of the Do calls a ctx is nested
 // in, innermost first.
