@@ -397,9 +397,10 @@ func (c *Client) dropSession(s *Session) {
 
 // Close releases every held lock, leaves every Redis queue, fails every
 // waiter with ErrClosed, stops the client's goroutines and waits for them,
-// and closes the Redis clients. It returns within about the longest lease
-// of its sessions, whatever the number of names, sessions and calls in
-// flight and the state of Redis: sessions close in parallel within that
+// and closes the Redis clients it built (Options.Client stays open, with
+// baton's subscriptions on it ended). It returns within about the longest
+// lease of its sessions, whatever the number of names, sessions and calls
+// in flight and the state of Redis: sessions close in parallel within that
 // budget, then every call still in flight is cancelled. Later calls return
 // ErrClosed; closing twice is harmless.
 func (c *Client) Close() error {
