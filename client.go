@@ -9,13 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/batonlock/baton/admin"
@@ -44,11 +42,13 @@ type Client struct {
 	replicas       int             // Options.MinReplicas
 	replicaTimeout time.Duration   // Options.ReplicaTimeout
 	trackHeld      bool            // renewals have Redis track held keys (Options.DisableHeldTracking)
+	shared         bool            // rc and cc are Options.Client, the caller's: never closed
 	def            *Session
 	obs            Observer     // Options.Observer
 	log            *slog.Logger // Options.Logger
 	admin          *admin.Admin
 	instance       string // Options.Instance
+	user           string // the ACL user New logged in as ("default" for a password alone), for Check's messages; "" if unknown
 	stats          machine.Counters
 
 	subMu     sync.Mutex                              // protects grantSubs, electSubs and their fields; taken after a session's mutex
@@ -99,6 +99,7 @@ func New(opt Options) (*Client, error) {
 		log:            opt.Logger,
 		id:             hex.EncodeToString(raw[:]),
 		instance:       opt.Instance,
+		user:           loginUser(opt.Redis),
 		sessions:       make(map[string]*Session),
 		renewC:         make(chan struct{}, 1),
 		grantSubs:      make(map[string]*subscription[*machine.Name]),
@@ -136,9 +137,9 @@ func New(opt Options) (*Client, error) {
 		return c, nil
 	case err = <-c.subErr:
 		err = fmt.Errorf("baton: subscribe to %s at %s: %w (the ACL user needs the channel &%s:c:*; see the README's ACL line)",
-			c.channel, strings.Join(opt.Redis.InitAddress, ","), err, c.prefix)
+			c.channel, opt.addrs(), err, c.prefix)
 	case <-t.C:
-		err = fmt.Errorf("baton: subscribing to %s at %s: no confirmation within %v", c.channel, strings.Join(opt.Redis.InitAddress, ","), max(5*time.Second, opt.LeaseTTL))
+		err = fmt.Errorf("baton: subscribing to %s at %s: no confirmation within %v", c.channel, opt.addrs(), max(5*time.Second, opt.LeaseTTL))
 	}
 	c.Close()
 	return nil, err
@@ -147,7 +148,13 @@ func New(opt Options) (*Client, error) {
 // connect builds the client's two rueidis clients and reads what the
 // deployment offers (tracking, Cluster).
 func (c *Client) connect(opt Options) error {
+	if opt.Client != nil {
+		c.useShared(opt.Client)
+		return nil
+	}
 	ro := opt.Redis
+	stopProbe := probePlainPort(&ro)
+	defer stopProbe()
 	if ro.ClientTrackingOptions == nil {
 		ro.ClientTrackingOptions = []string{"OPTIN", "NOLOOP"}
 	}
@@ -210,33 +217,6 @@ const (
 	instanceEvery = time.Hour
 )
 
-// connectErr is New's error when rueidis could not connect with ro: it
-// names the address and says what to check.
-func connectErr(ro rueidis.ClientOption, err error) error {
-	timeout := ro.Dialer.Timeout
-	if timeout == 0 {
-		timeout = rueidis.DefaultDialTimeout
-	}
-	var hint string
-	re, isRedis := rueidis.IsRedisErr(err)
-	var ne net.Error
-	switch {
-	case isRedis && (strings.HasPrefix(re.Error(), "WRONGPASS") || strings.HasPrefix(re.Error(), "NOAUTH")):
-		hint = "check Options.Redis.Username and Password"
-	case isRedis && strings.HasPrefix(re.Error(), "NOPERM"):
-		hint = "the user lacks a permission baton needs: see the README's ACL line"
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		hint = fmt.Sprintf("no answer within %v (Options.Redis.Dialer.Timeout): check the address, a firewall, or TLS (Options.Redis.TLSConfig) on a TLS port", timeout)
-	case strings.Contains(err.Error(), "unknown message type"):
-		hint = "what answers there does not speak Redis's protocol: check the port, or set Options.Redis.TLSConfig for a TLS port"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		hint = "nothing listens there: check the address and that Redis runs"
-	default:
-		hint = "check the address, credentials and TLS settings in Options.Redis"
-	}
-	return fmt.Errorf("baton: connect to Redis at %s: %w (%s)", strings.Join(ro.InitAddress, ","), err, hint)
-}
-
 // Lock acquires the lock name in the default session, waiting as long as
 // ctx allows. Waiting sends nothing to Redis: the caller sleeps until Redis
 // grants it the lock, until the holder's lease would run out, or until a
@@ -250,13 +230,25 @@ func connectErr(ro rueidis.ClientOption, err error) error {
 // ctx ends, and the returned error then also carries the last of them;
 // other Redis errors (a refused command, ErrForeignValue,
 // ErrNotReplicated) fail at once.
+//
+// Locks are not re-entrant. A Lock (or TryLock) whose ctx carries a lock of
+// the same name that the same session holds fails at once with
+// ErrReentrant: ctx is or derives from that lock's Context, or from the ctx
+// of a Do holding it (Do's nested in each other included), so waiting
+// could only end with ctx. What ctx does not carry cannot be seen: a
+// goroutine that locks a name twice with unrelated contexts (say
+// context.Background() both times) waits for itself until the second
+// ctx ends. A ctx detached with context.WithoutCancel still carries the
+// lock; give a goroutine that should wait for the lock's release a ctx
+// of its own.
 func (c *Client) Lock(ctx context.Context, name string) (*Lock, error) {
 	return c.def.Lock(ctx, name)
 }
 
 // TryLock makes one attempt to acquire name in the default session. It
 // returns an error matching ErrNotAcquired when the lock is held or other
-// sessions are queued for it. ctx bounds the round trip.
+// sessions are queued for it, and ErrReentrant as Lock does. ctx bounds
+// the round trip.
 func (c *Client) TryLock(ctx context.Context, name string) (*Lock, error) {
 	return c.def.TryLock(ctx, name)
 }
@@ -411,9 +403,10 @@ func (c *Client) dropSession(s *Session) {
 
 // Close releases every held lock, leaves every Redis queue, fails every
 // waiter with ErrClosed, stops the client's goroutines and waits for them,
-// and closes the Redis clients. It returns within about the longest lease
-// of its sessions, whatever the number of names, sessions and calls in
-// flight and the state of Redis: sessions close in parallel within that
+// and closes the Redis clients it built (Options.Client stays open, with
+// baton's subscriptions on it ended). It returns within about the longest
+// lease of its sessions, whatever the number of names, sessions and calls
+// in flight and the state of Redis: sessions close in parallel within that
 // budget, then every call still in flight is cancelled. Later calls return
 // ErrClosed; closing twice is harmless.
 func (c *Client) Close() error {
@@ -452,10 +445,11 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
+	shared := c.sharedChannels()
 	c.stop()
-	c.rc.Close()
-	c.cc.Close()
+	c.closeRedis()
 	<-calls
 	c.wg.Wait()
+	c.unsubscribeShared(shared)
 	return errors.Join(errs...)
 }

@@ -54,6 +54,16 @@ var (
 	// it, or its leader's lease ran out.
 	ErrNoLeader = errors.New("baton: no leader")
 
+	// ErrReentrant means Lock or TryLock was called with a ctx that
+	// carries a lock of the same name that the same session holds (ctx is,
+	// or derives from, that lock's Context, as inside Do's fn): baton is
+	// not re-entrant, so waiting could only end with ctx.
+	ErrReentrant = errors.New("baton: lock already held by this caller")
+
+	// ErrNoPermission means that Client.Check found the Redis user lacking
+	// a permission baton needs; the message names each missing ACL rule.
+	ErrNoPermission = errors.New("baton: missing Redis permission")
+
 	// ErrInvalidOptions means Options or SessionOptions hold a value out of
 	// range; the message names the field.
 	ErrInvalidOptions = errors.New("baton: invalid options")

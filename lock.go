@@ -77,14 +77,14 @@ func (l *Lock) Done() <-chan struct{} {
 		// Made on first use: most locks never need one.
 		if l.m.Err != nil {
 			s.mu.Unlock()
-			s.do(r)
+			s.act(r)
 			return closedChan
 		}
 		l.signals().done = make(chan struct{})
 	}
 	d := l.sig.done
 	s.mu.Unlock()
-	s.do(r)
+	s.act(r)
 	return d
 }
 
@@ -122,7 +122,7 @@ func (l *Lock) Context() context.Context {
 	}
 	ctx := l.sig.ctx
 	s.mu.Unlock()
-	s.do(r)
+	s.act(r)
 	return ctx
 }
 
@@ -146,7 +146,7 @@ func (l *Lock) Err() error {
 	r := l.checkLocked()
 	err := l.m.Err
 	s.mu.Unlock()
-	s.do(r)
+	s.act(r)
 	return err
 }
 

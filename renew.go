@@ -158,7 +158,7 @@ func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) 
 		}
 		r := s.readyLocked()
 		s.mu.Unlock()
-		s.do(r)
+		s.act(r)
 		next = minTime(next, at)
 	}
 	if len(batch) == 0 {

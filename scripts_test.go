@@ -428,7 +428,7 @@ func aclFinish(t *testing.T, nodes []*redistest.Server, a, b aclPeer) {
 }
 
 // TestACLStandalone: as a user created with exactly the README's ACL line,
-// every primitive and Client.Admin's Inspect and ForceRelease work, Redis
+// Client.Check finds nothing missing, every primitive and Client.Admin's Inspect and ForceRelease work, Redis
 // denies nothing, the user is confined to baton's keys and channels, and
 // listing names needs the README's listing line.
 func TestACLStandalone(t *testing.T) {
@@ -437,6 +437,9 @@ func TestACLStandalone(t *testing.T) {
 	line, a, b := aclSetup(t, nodes, srv.Option(), Options{LeaseTTL: aclLease})
 	if !a.Tracking() {
 		t.Fatal("Redis refused the user client-side caching")
+	}
+	if err := a.Check(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("Check as the README's user: %v", err)
 	}
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
@@ -454,6 +457,9 @@ func TestACLCluster(t *testing.T) {
 	if !a.sharded {
 		t.Fatal("not a Cluster client: was CLUSTER SLOTS refused?")
 	}
+	if err := a.Check(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("Check as the README's user: %v", err)
+	}
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
@@ -468,6 +474,9 @@ func TestACLMinReplicas(t *testing.T) {
 	redistest.StartReplica(t, srv)
 	nodes := []*redistest.Server{srv}
 	_, a, b := aclSetup(t, nodes, srv.Option(), Options{LeaseTTL: aclLease, MinReplicas: 1})
+	if err := a.Check(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("Check as the README's user: %v", err)
+	}
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
@@ -482,6 +491,9 @@ func TestACLSentinel(t *testing.T) {
 	sn := redistest.StartSentinels(t, srv, 1)
 	nodes := []*redistest.Server{srv}
 	_, a, b := aclSetup(t, nodes, sn.Option(), Options{LeaseTTL: aclLease})
+	if err := a.Check(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("Check as the README's user: %v", err)
+	}
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })

@@ -114,6 +114,9 @@ func (s *Session) Lock(ctx context.Context, name string) (*Lock, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
+	if err := s.reentrant(ctx, name); err != nil {
+		return nil, err
+	}
 	return s.acquireOn(ctx, PrimitiveLock, machine.Pick{Name: name}, true)
 }
 
@@ -122,32 +125,24 @@ func (s *Session) TryLock(ctx context.Context, name string) (*Lock, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
+	if err := s.reentrant(ctx, name); err != nil {
+		return nil, err
+	}
 	return s.acquireOn(ctx, PrimitiveLock, machine.Pick{Name: name}, false)
 }
 
-// Do acquires name (waiting as long as ctx allows), runs fn with the lock's
-// Context, and releases the lock after fn returns, also when fn panics (the
-// panic then continues). It returns fn's error; if the lock was lost while fn
-// ran, the error also matches ErrLockLost. Put the whole transaction inside
-// fn, so the lock is released only after it committed. The release is
-// bounded by the lock's lease, not by ctx.
-func (s *Session) Do(ctx context.Context, name string, fn func(ctx context.Context) error) (err error) {
-	if fn == nil {
-		return errors.New("baton: Do with nil fn")
-	}
-	l, err := s.Lock(ctx, name)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		uerr := l.Unlock(context.WithoutCancel(ctx))
-		if errors.Is(uerr, ErrLockLost) {
-			err = errors.Join(err, uerr)
-		} else if err == nil {
-			err = uerr
-		}
-	}()
-	return fn(l.Context())
+// Do acquires name (waiting as long as ctx allows), runs fn, and releases
+// the lock after fn returns, also when fn panics (the panic then
+// continues). fn's context ends when ctx ends (its cause is ctx's) or when
+// the lock is lost (its cause matches ErrLockLost), whichever comes first;
+// it carries ctx's values and the lock (FromContext). So ctx bounds the
+// wait and the work alike: a ctx cancelled at shutdown reaches the work.
+// To bound only the wait, use DoWait. Do returns fn's error; if the lock
+// was lost while fn ran, the error also matches ErrLockLost. Put the whole
+// transaction inside fn, so the lock is released only after it committed.
+// The release is bounded by the lock's lease, not by ctx.
+func (s *Session) Do(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	return s.do(ctx, name, 0, fn)
 }
 
 // Close releases every lock of the session, leaves every Redis queue it is
@@ -175,7 +170,7 @@ func (s *Session) closeBy(by time.Time) error {
 	}
 	calls := r.Calls
 	r.Calls = nil
-	s.do(r)
+	s.act(r)
 	defer s.c.dropSession(s)
 	ctx, cancel := context.WithDeadline(s.c.bg, by)
 	defer cancel()
@@ -211,7 +206,7 @@ func (s *Session) step(f func(now time.Time)) {
 	f(time.Now())
 	r := s.readyLocked()
 	s.mu.Unlock()
-	s.do(r)
+	s.act(r)
 }
 
 // readyLocked takes the machine's outbox and does the parts that need
@@ -276,7 +271,7 @@ func mergeReady(a, b machine.Ready) machine.Ready {
 // do carries out, s.mu unlocked, what readyLocked left: it wakes waiters,
 // reports locks that ended, makes calls in the background and asks the
 // renewal loop to look by the time the machine needs it.
-func (s *Session) do(r machine.Ready) {
+func (s *Session) act(r machine.Ready) {
 	for _, w := range r.Wake {
 		if sw, ok := w.Tag.(*waiter); ok {
 			wake(sw.wake)
