@@ -114,6 +114,7 @@ func New(opt Options) (*Client, error) {
 		c.stop()
 		return nil, err
 	}
+	c.wire = wire.Deployment{Prefix: c.prefix, Sharded: c.sharded, Tracking: c.tracking, Replicas: c.replicas}
 	c.def = c.newSession(opt.LeaseTTL)
 	rctx, cancel := context.WithTimeout(c.bg, max(5*time.Second, opt.LeaseTTL))
 	script.Preload(rctx, c.cc) // best effort: a call loads what it misses
@@ -198,7 +199,6 @@ func (c *Client) connect(opt Options) error {
 	// one per node (measured: 6,396 a tick for 10,000 locks). Not with
 	// MinReplicas: its WAIT needs a connection of its own.
 	c.trackHeld = c.tracking && !c.sharded && c.replicas == 0 && !opt.DisableHeldTracking
-	c.wire = wire.Deployment{Prefix: c.prefix, Sharded: c.sharded, Tracking: c.tracking, Replicas: c.replicas}
 	return nil
 }
 
