@@ -137,7 +137,7 @@ func (s *Session) scriptCall(n *name, req *request) script.Call {
 	if sem {
 		return script.Call{Script: script.SemRelease, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.id.name, s.lingerMs, strconv.Itoa(req.limit), ann}}
 	}
-	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.id.name, s.lingerMs}}
+	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.id.name, s.lingerMs, boolArg(req.marked)}}
 }
 
 // callRelease runs the release script, trying again after passing failures

@@ -30,7 +30,7 @@ type hold struct {
 	// hold many names).
 	waited   bool // acquired after waiting: the name is contended
 	suspect  bool // Redis may have lost it (flush, dropped connection): no local hand-offs until renewed
-	wasCache bool // cached at least once: its renewals also say whether sessions are queued
+	wasCache bool // cached at least once: its renewals also say whether sessions are queued, its release deletes its cache mark
 	tracked  bool // Redis tracks the key for us (read by its renewals)
 	recalled bool // another session asked for the name: released at its Unlock, not cached
 }
@@ -127,7 +127,7 @@ func (n *name) unlock(l *Lock, now time.Time, linger bool) (e effects, err error
 	}
 	// The release may take until the key surely expires (h.redisBy, after
 	// the local deadline): a slow Redis answers late, not never.
-	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", until: maxTime(h.deadline, h.redisBy)})
+	e.call = n.start(releasing, request{kind: releaseCall, owner: h.owner, mode: mode, rc: h.waited || mode != "0", marked: h.wasCache, until: maxTime(h.deadline, h.redisBy)})
 	return e, nil
 }
 
@@ -160,7 +160,9 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 		err = &opError{n.unlockOp(), callErr}
 		if n.releaseFailed(req, h, sent, now, callErr) {
 			// It may have kept the key for a lease: release it.
-			return n.releaseStray(h.fence), err
+			e = n.releaseStray(h.fence)
+			e.call.marked = true
+			return e, err
 		}
 	case o.code == -1 && o.lostReply != nil:
 		// Released by the try whose reply was lost (granted on), or taken
@@ -190,7 +192,9 @@ func (n *name) releaseReply(seq uint64, first, sent, now time.Time, o releaseOut
 	case o.code == 4 && !now.Before(maxTime(h.deadline, sent.Add(n.r.lease-n.r.margin))):
 		// Kept, but answered after that lease could have run out: release
 		// it (if it is still ours).
-		return n.releaseStray(h.fence), nil
+		e = n.releaseStray(h.fence)
+		e.call.marked = true
+		return e, nil
 	case o.code == 4:
 		n.kept(h, sent, now, &e)
 	case o.code == 2 && !now.Before(sent.Add(n.r.lease-n.r.margin)):

@@ -393,12 +393,12 @@ func (n *name) settle(now time.Time) (e effects) {
 		if l := n.hold.lock; l != nil {
 			n.end(l, ErrClosed, &e)
 		}
-		e.call = n.start(releasing, request{kind: releaseCall, owner: n.hold.owner, mode: "0", until: n.hold.deadline})
+		e.call = n.start(releasing, request{kind: releaseCall, owner: n.hold.owner, mode: "0", marked: n.hold.wasCache, until: n.hold.deadline})
 	case n.st == held && !n.hold.cachedTo.IsZero():
 		// Cached: kept until CacheIdle ends, a recall, or a Lock takes it.
 	case n.st == held && n.hold.lock == nil:
 		// Kept for a waiter that has gone since, or cached until now.
-		e.call = n.start(releasing, request{kind: releaseCall, owner: n.hold.owner, mode: "0", until: n.hold.deadline})
+		e.call = n.start(releasing, request{kind: releaseCall, owner: n.hold.owner, mode: "0", marked: n.hold.wasCache, until: n.hold.deadline})
 	case n.st == held:
 	case len(n.waiters) > 0 && !n.r.closed:
 		e.wakeHead(n)

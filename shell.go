@@ -28,20 +28,21 @@ const (
 // request is a script call a transition asks the shell to make. Its reply
 // goes back to the machine with the same seq.
 type request struct {
-	kind  callKind
-	seq   uint64
-	try   bool   // acquire: TryLock's attempt, whose lock goes to its caller
-	left  bool   // acquire: TryLock's caller has gone: release what the call takes
-	queue bool   // acquire: join the Redis queue when busy
-	track bool   // acquire, and release mode "k": have Redis track the key for us
-	from  state  // acquire, and release of a stray grant: the state it was sent from
-	owner string // release: the owner token
-	fence uint64 // release of a stray grant: its fence
-	mode  string // release: "0" release, "1" keep or requeue for our waiters, "2" linger, "k" keep to cache when nobody is queued
-	rc    bool   // release: contended, so on the tracking client, whose writes (NOLOOP) do not wake our waiters
-	value string // election: the campaign's value as the machine knew it when the call started
-	until time.Time
-	limit int // semaphore: its limit as the machine knew it when the call started (n.limit changes under s.mu)
+	kind   callKind
+	seq    uint64
+	try    bool   // acquire: TryLock's attempt, whose lock goes to its caller
+	left   bool   // acquire: TryLock's caller has gone: release what the call takes
+	queue  bool   // acquire: join the Redis queue when busy
+	track  bool   // acquire, and release mode "k": have Redis track the key for us
+	from   state  // acquire, and release of a stray grant: the state it was sent from
+	owner  string // release: the owner token
+	fence  uint64 // release of a stray grant: its fence
+	mode   string // release: "0" release, "1" keep or requeue for our waiters, "2" linger, "k" keep to cache when nobody is queued
+	marked bool   // release: of a hold that a mode "k" release may have kept and marked cached: the script deletes the mark
+	rc     bool   // release: contended, so on the tracking client, whose writes (NOLOOP) do not wake our waiters
+	value  string // election: the campaign's value as the machine knew it when the call started
+	until  time.Time
+	limit  int // semaphore: its limit as the machine knew it when the call started (n.limit changes under s.mu)
 }
 
 // effects are what a transition leaves for its caller to do after

@@ -1,5 +1,6 @@
 -- KEYS: lock, queue
--- ARGV: owner token, member, lease ms, mode, grant channel (see release), name, linger ms.
+-- ARGV: owner token, member, lease ms, mode, grant channel (see release), name, linger ms,
+-- marked ("1": a mode "k" release may have kept this hold, so its cache mark may be there).
 -- Mode "1": this session still has waiters: queue it again, or keep the
 -- lock for them when nobody else waits. Mode "k": keep the lock, for a
 -- lease, when nobody is queued (the session caches it; it reads the key
@@ -14,6 +15,11 @@
 --         {2, fence} when kept for another waiter of this session,
 --         4 when kept (mode "k").
 local v = redis.call('GET', KEYS[1])
+if ARGV[8] == '1' and redis.pcall('GET', KEYS[1] .. ':c') == ARGV[1] then
+  -- The hold was cached: its cache mark (below) goes with it, whatever
+  -- becomes of the key. A mark of another value is another hold's.
+  redis.call('DEL', KEYS[1] .. ':c')
+end
 if v ~= ARGV[1] and (v or not redis.call('LINDEX', KEYS[2], 0)) then return {-1, v or ''} end
 if (ARGV[4] == '0' or ARGV[4] == 'k') and not redis.call('LINDEX', KEYS[2], 0) then
   -- The common cases, first, before the helpers are made: nobody queued.
@@ -21,8 +27,9 @@ if (ARGV[4] == '0' or ARGV[4] == 'k') and not redis.call('LINDEX', KEYS[2], 0) t
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     redis.call('PTTL', KEYS[1])
     -- The cache mark "<key>:c" holds the value kept, for operators (baton
-    -- ls): it says cached while it equals the key's value, and renewals of
-    -- a cached hold keep it as long as the key.
+    -- ls): it says cached while it equals the key's value, renewals of a
+    -- cached hold keep it as long as the key, and the hold's release
+    -- deletes it (marked, above).
     redis.call('SET', KEYS[1] .. ':c', v, 'PX', ARGV[3])
     return 4
   end
