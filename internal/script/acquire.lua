@@ -28,12 +28,19 @@ if owner == false then
 end
 if owner and owner ~= member then
   local pos, fresh = -1, false
-  if wait then pos, fresh = enqueue(q, member, lease) end
+  if wait then
+    -- Dead entries at the head (sessions that crashed or left unseen) go
+    -- first: behind them we would be the first live waiter, whom nobody
+    -- ahead recalled for.
+    head(q)
+    pos, fresh = enqueue(q, member, lease)
+  end
   if not wait or fresh and pos == 0 then
     -- Recall: the holder may keep the lock cached, unused (see
     -- Options.CacheIdle); a fence of 0 asks it to release. Once per
     -- contention episode: later arrivals queue behind us, and a holder's
-    -- renewal sees a queue it has not heard of.
+    -- renewal sees a queue it has not heard of (a live entry of a crashed
+    -- session ahead of us, say).
     -- Best effort (pcall): a user that may not publish there still
     -- queues, and the holder's renewal sees the queue.
     redis.pcall('PUBLISH', string.sub(ARGV[6], 3) .. ':c:' .. string.sub(owner, 1, 32), '0 ' .. owner .. ' ' .. ARGV[5])
