@@ -2,6 +2,8 @@
 -- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name,
 -- "C:<prefix>". When busy it recalls the holder's cached lock: a message "0 <holder> <name>"
 -- on the holder's client channel "<prefix>:c:<holder's client>" (a PUBLISH, on Cluster too).
+-- A missing key with another session's cache mark "<lock>:c" is busy too (see cachedby); the
+-- mark is read only then, off the fast path.
 -- Returns the fence when acquired (a number, or {1, fence} off the fast path),
 --         {3, fence} when the key named us already (kept as it is, with a full lease),
 --         {0, wait ms, a fence no older grant to us can exceed, queue position or -1} when busy,
@@ -26,6 +28,14 @@ local owner, last = parse(v)
 if owner == false then
   return redis.error_reply('BATONFOREIGN ' .. string.format('%q', string.sub(v, 1, 64)))
 end
+local busy = k -- the key whose TTL a busy caller waits for
+if not v then
+  -- No key, but another session's cache mark: it may serve the lock from
+  -- its cache still (see cachedby), so it holds it until it lets go.
+  local by, f = cachedby(k, member)
+  if by then owner, busy = by, k .. ':c' end
+  last = f
+end
 if owner and owner ~= member then
   local pos, fresh = -1, false
   if wait then
@@ -45,14 +55,14 @@ if owner and owner ~= member then
     -- queues, and the holder's renewal sees the queue.
     redis.pcall('PUBLISH', string.sub(ARGV[6], 3) .. ':c:' .. string.sub(owner, 1, 32), '0 ' .. owner .. ' ' .. ARGV[5])
   end
-  return {0, redis.call('PTTL', k), last, pos}
+  return {0, redis.call('PTTL', busy), last, pos}
 end
 if not v then
   -- No key: free, but sessions may be queued (their holder crashed, or the
   -- key was deleted). The first live one gets it now.
   local h = head(q)
   if h and h ~= member then
-    local _, g = release(k, q, nil, nil, ARGV[4], ARGV[5])
+    local _, g = release(k, q, last, nil, ARGV[4], ARGV[5])
     local pos = -1
     if wait then pos = enqueue(q, member, lease) end
     return {0, lease, g, pos}

@@ -63,8 +63,12 @@ end
 local k, q = KEYS[1], KEYS[2]
 if not v then
   -- Gone (deleted, flushed, expired) under queued sessions: not ours, and
-  -- nothing else wakes them now (dequeue.lua does the same).
-  if head(q) then release(k, q, nil, nil, ARGV[5], ARGV[6]) end
+  -- nothing else wakes them now (dequeue.lua does the same), unless
+  -- another session keeps it cached (see cachedby): they recalled it.
+  if head(q) then
+    local by, f = cachedby(k, ARGV[2])
+    if not by then release(k, q, f, nil, ARGV[5], ARGV[6]) end
+  end
   return {-1, ''}
 end
 local token, member, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])

@@ -14,7 +14,9 @@
 -- queued), -1 a hold whose key (or permit field) is gone while sessions
 -- are queued for it: nobody else will wake them, so the caller serves
 -- them (dequeue.lua). The queue "<key>:q" is in the key's slot; it is read
--- only then.
+-- only then, and for kinds "c" and "C". So is the cache mark "<key>:c"
+-- (release.lua), which a renewal of kind "c" or "C" extends with the key,
+-- or deletes when it holds value and the key no longer does.
 -- gone is a lost hold's result: -1 when its value v is gone and sessions
 -- are queued on key, else 0.
 local function gone(v, key)
@@ -54,6 +56,12 @@ for i = 1, #ARGV, 3 do
         if redis.call('LLEN', KEYS[k] .. ':q') > 0 then out[#out] = 2 end
       end
     else
+      if (kind == 'c' or kind == 'C') and redis.pcall('GET', KEYS[k] .. ':c') == val then
+        -- A hold we may have cached is lost (its key deleted, force
+        -- released): so goes its cache mark, which kept other sessions
+        -- out until we knew (common.lua's cachedby).
+        redis.call('DEL', KEYS[k] .. ':c')
+      end
       out[#out + 1] = gone(v, KEYS[k])
     end
     k = k + 1
