@@ -7,9 +7,12 @@
 -- Returns the fence when acquired (a number, or {1, fence} off the fast path),
 --         {3, fence} when the key named us already (kept as it is, with a full lease),
 --         {0, wait ms, a fence no older grant to us can exceed, queue position or -1} when busy,
---         an error "BATONFOREIGN <value>" when the key holds a value baton did not write.
-local v = redis.call('GET', KEYS[1])
-local marker = v and string.byte(v, 1) == 126 and tonumber(string.sub(v, 2))
+--         an error "BATONFOREIGN <value>" when the key holds a value baton did not write
+--           ("<type>", such as "<list>", for a key that is not a string).
+-- A key of another type reads as a table (WRONGTYPE); any other error is
+-- raised on the line of its command, which script.Explain names.
+local v = redis.pcall('GET', KEYS[1]) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
+local marker = type(v) == 'string' and string.byte(v, 1) == 126 and tonumber(string.sub(v, 2))
 if marker then
   -- The common case, first, before the helpers are made: free ("~fence"),
   -- so nobody is queued. The fence is fence(last), inline: the clock is not
@@ -24,6 +27,7 @@ end
 --@common
 local k, q = KEYS[1], KEYS[2]
 local member, lease, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+if type(v) == 'table' then return redis.error_reply('BATONFOREIGN <' .. redis.call('TYPE', k).ok .. '>') end
 local owner, last = parse(v)
 if owner == false then
   return redis.error_reply('BATONFOREIGN ' .. string.format('%q', string.sub(v, 1, 64)))

@@ -10,7 +10,8 @@
 local k, q = KEYS[1], KEYS[2]
 local member = ARGV[1]
 unqueue(q, member)
-local v = redis.call('GET', k)
+local v = redis.pcall('GET', k) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
+if type(v) == 'table' then return 0 end -- a key of another type: not baton's
 if not v then
   if head(q) then
     local by, f = cachedby(k, member) -- cached elsewhere: they recalled it

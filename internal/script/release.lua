@@ -10,11 +10,13 @@
 -- betting that it will want the lock again soon. Mode "0": just release.
 -- Returns 0 when marked free (a number, to spare the common case a table),
 --         {-1, the key's value} when the lock is not ours (a key gone under
---           queued sessions is granted to the first live one first),
+--           queued sessions is granted to the first live one first; "<type>"
+--           for a key that is not a string),
 --         {1, lingering (0/1)} when granted to another session,
 --         {2, fence} when kept for another waiter of this session,
 --         4 when kept (mode "k").
-local v = redis.call('GET', KEYS[1])
+local v = redis.pcall('GET', KEYS[1]) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
+if type(v) == 'table' then return {-1, '<' .. redis.call('TYPE', KEYS[1]).ok .. '>'} end
 if ARGV[8] == '1' and redis.pcall('GET', KEYS[1] .. ':c') == ARGV[1] then
   -- The hold was cached: its cache mark (below) goes with it, whatever
   -- becomes of the key. A mark of another value is another hold's.

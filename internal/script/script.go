@@ -317,7 +317,10 @@ var (
 // Explain turns Redis's refusal of a command inside s (an ACL without it:
 // Redis names neither the command nor NOPERM) into an error that names the
 // command and what to do, wrapping err so that errors.As still reaches the
-// Redis error. Other errors come back as they are.
+// Redis error. Other errors come back as they are. A script that reads a
+// key with redis.pcall, to tell a key of another type (WRONGTYPE) from
+// other errors, raises the others on the same line, so that this finds the
+// command.
 func (s *Script) Explain(err error) error {
 	m := denied.FindStringSubmatch(errorText(err))
 	if m == nil {
