@@ -10,11 +10,11 @@
 -- token "<member>:<fence>": the member's field must hold that fence and an
 -- unexpired deadline, which moves to now + lease.
 -- Returns one integer per triple: 1 renewed (2: and sessions are queued
--- for it, kinds "c" and "C"), 0 no longer ours (or not
--- queued; also when its key is of another type, which must not fail the
--- renewals of the other holds in the call), -1 a hold whose key (or permit field) is gone while sessions
--- are queued for it: nobody else will wake them, so the caller serves
--- them (dequeue.lua). The queue "<key>:q" is in the key's slot; it is read
+-- for it, kinds "c" and "C"), 0 no longer ours (or not queued; also for a
+-- key of another type, which must not fail the renewals of the other
+-- holds in the call), -1 a hold whose key (or permit field) is gone while
+-- sessions are queued for it: nobody else will wake them, so the caller
+-- serves them (dequeue.lua). The queue "<key>:q" is in the key's slot; it is read
 -- only then, and for kinds "c" and "C". So is the cache mark "<key>:c"
 -- (release.lua), which a renewal of kind "c" or "C" extends with the key,
 -- or deletes when it holds value and the key no longer does.

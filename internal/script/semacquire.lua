@@ -19,7 +19,7 @@ local k, q = KEYS[1], KEYS[2]
 local member, lease, wait, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[6])
 local ann = ARGV[7] or ''
 local live, soonest, last, lim, vals = semscan(k)
-if not live then return foreign(k) end
+if not live then return redis.error_reply('BATONFOREIGN <' .. redis.call('TYPE', k).ok .. '>') end
 if lim ~= limit then
   if lim and (live > 0 or head(q)) then
     return redis.error_reply('BATONLIMIT ' .. fmt(lim))

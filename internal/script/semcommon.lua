@@ -19,7 +19,7 @@
 -- semscan drops expired holders and returns the number of live ones, the
 -- soonest deadline among them (nil if none), the last fence, the limit
 -- stored (nil if none) and the members that have an election value; nil
--- alone when k is not a hash (see foreign).
+-- alone when k is not a hash (baton did not write it).
 local function semscan(k)
   local all = redis.pcall('HGETALL', k) if all.err and string.sub(all.err, 1, 9) ~= 'WRONGTYPE' then error(all) end
   if all.err then return nil end
@@ -46,12 +46,6 @@ local function semscan(k)
     end
   end
   return live, soonest, last, lim, vals
-end
-
--- foreign is the error for a semaphore's or election's key k that is not a
--- hash: baton did not write it.
-local function foreign(k)
-  return redis.error_reply('BATONFOREIGN <' .. redis.call('TYPE', k).ok .. '>')
 end
 
 -- announce publishes an election's change of holder on ann (see above).
