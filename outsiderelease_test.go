@@ -217,3 +217,26 @@ func TestForceReleaseEvictsCachedLockInUse(t *testing.T) {
 	}
 	lb.Unlock(ctx)
 }
+
+// TestCacheMarkGoneAfterLossFoundByRenewal: a holder that does not track
+// its cached lock's key, and finds it deleted at a renewal before anyone
+// recalled it, deletes the cache mark then: the name is free for everyone
+// from that renewal (every 3 s here), not kept out until the mark's lease
+// ends (9 s after the last renewal before the DEL).
+func TestCacheMarkGoneAfterLossFoundByRenewal(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{CacheIdle: time.Minute, LeaseTTL: 9 * time.Second, DisableHeldTracking: true})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	cacheUntracked(t, ctx, a, name)
+	srv.Do(t, "DEL", newKeys("baton", name).lock)
+	// Nobody asks for the name meanwhile: a TryLock would recall it.
+	within(t, 5*time.Second, "the cache mark's deletion by a's renewal", func() error { return markLeft(t, srv, name) })
+	l, err := b.TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("b's TryLock once a knew its cached lock was lost: %v", err)
+	}
+	l.Unlock(ctx)
+}
