@@ -315,9 +315,10 @@ func TestCacheLostKey(t *testing.T) {
 	}
 }
 
-// TestCacheRecallBehindDeadEntries: a session queued behind dead entries
-// sends no recall (it is not first in line), and the holder keeps re-locking
-// its cached lock: its renewal sees the queue and releases at its Unlock.
+// TestCacheRecallBehindDeadEntries: a session queued behind the entry of a
+// crashed session that is still live sends no recall (it is not first in
+// line), and the holder keeps re-locking its cached lock: its renewal sees
+// the queue and releases at its Unlock.
 func TestCacheRecallBehindDeadEntries(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)

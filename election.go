@@ -10,6 +10,7 @@ import (
 	"github.com/batonlock/baton/internal/keyspace"
 	"github.com/batonlock/baton/internal/machine"
 	"github.com/batonlock/baton/internal/script"
+	"github.com/redis/rueidis"
 )
 
 // Election elects one leader among the sessions that campaign on a name.
@@ -117,6 +118,9 @@ func (c *Client) readLeader(ctx context.Context, lname string) (leaderState, err
 		res, _ = script.Run(ctx, c.cc, script.Pipe{}, script.ElectRead, k, nil)
 	}
 	arr, err := res.ToArray()
+	if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONFOREIGN") {
+		return leaderState{}, fmt.Errorf("%w: key %s holds %s", ErrForeignValue, k[0], strings.TrimPrefix(re.Error(), "BATONFOREIGN "))
+	}
 	if err != nil {
 		return leaderState{}, script.ElectRead.Explain(err)
 	}

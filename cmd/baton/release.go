@@ -104,6 +104,9 @@ func (cfg *config) release(a *admin.Admin, name string) int {
 		fmt.Fprintf(cfg.err, "baton: %s is not held (%s): nothing released\n", quote(name), how)
 		cfg.otherKinds(a, name)
 		return exitNothing
+	case admin.ActionRecalled:
+		fmt.Fprintf(cfg.out, "recalled %s from %s (token %d, instance %s), which keeps it cached: nobody else gets it until that holder lets go, at once if unused, else at its next renewal\n",
+			quote(name), was.Owner, was.Token, instance(r.Evicted.Instance))
 	case admin.ActionGranted:
 		fmt.Fprintf(cfg.out, "took %s from %s (token %d, instance %s)\n", quote(name), was.Owner, was.Token, instance(r.Evicted.Instance))
 		fmt.Fprintf(cfg.out, "granted to %s with token %d\n", r.Grantee, r.Token())

@@ -120,3 +120,22 @@ local function parse(v)
   if m then return m, tonumber(g) end
   return false, nil
 end
+
+-- cachedby reads, for the lock key k that is gone, its cache mark
+-- "<k>:c": the value a session keeps cached (release.lua's mode "k"),
+-- deleted by that hold's release (or a renewal that finds the key gone).
+-- A session that does not track held keys (DisableHeldTracking, Redis
+-- Cluster) hears of a DEL or a force release of its cached key at its
+-- next renewal, and serves the lock from its cache until then: the name
+-- is that session's until it lets go, which it does at once when
+-- recalled. Returns the mark's member when it is not member, and the
+-- mark's fence; a mark of member's (whose hold is gone, as it asks) or not
+-- of baton's form is deleted.
+local function cachedby(k, member)
+  local v = redis.pcall('GET', k .. ':c')
+  if type(v) ~= 'string' then return nil end
+  local m, f = parse(v)
+  if m and m ~= member then return m, f end
+  redis.call('DEL', k .. ':c')
+  return nil, f
+end

@@ -18,9 +18,11 @@
 
 -- semscan drops expired holders and returns the number of live ones, the
 -- soonest deadline among them (nil if none), the last fence, the limit
--- stored (nil if none) and the members that have an election value.
+-- stored (nil if none) and the members that have an election value; nil
+-- alone when k is not a hash (baton did not write it).
 local function semscan(k)
-  local all = redis.call('HGETALL', k)
+  local all = redis.pcall('HGETALL', k) if all.err and string.sub(all.err, 1, 9) ~= 'WRONGTYPE' then error(all) end
+  if all.err then return nil end
   local t = now()
   local live, soonest, last, lim, vals = 0, nil, nil, nil, {}
   for i = 1, #all, 2 do

@@ -10,11 +10,14 @@
 -- served, else queue; "2" (linger): when the permit went to another
 -- session and none is left, queue this slot too for linger ms.
 -- Returns {0} when released,
---         {-1, member's field or ''} when the permit is not ours,
+--         {-1, member's field or ''} when the permit is not ours ("<type>"
+--           when the key is not a hash),
 --         {1, lingering (0/1)} when granted to another session (mode 1: we
 --           are queued again),
 --         {2, fence} when taken again for this slot's waiters.
 --@handoff
+local v = redis.pcall('HGET', KEYS[1], ARGV[2]) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
+if type(v) == 'table' then return {-1, '<' .. redis.call('TYPE', KEYS[1]).ok .. '>'} end
 if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
   -- The hand-off, first, before the common helpers (a plain semaphore,
   -- released or lingering): a live queued session means every permit was
@@ -26,7 +29,6 @@ if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
   -- holders leave or lapse, where the scan would grant nothing. Anything
   -- else takes the general path below, which goes on from there (a popped
   -- dead entry is gone, a grant nobody heard undone).
-  local v = redis.call('HGET', KEYS[1], ARGV[2])
   if v and string.match(v, '^(%d+):') == string.match(ARGV[1], ':(%d+)$') then
     local h, lease, t, ms = poplive(KEYS[2], ARGV[2])
     if h then
@@ -50,7 +52,6 @@ end
 --@common
 local k, q = KEYS[1], KEYS[2]
 local member, lease, mode = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local v = redis.call('HGET', k, member)
 if not v and redis.call('LINDEX', q, 0) then
   -- Gone (expired, deleted, flushed) under queued sessions: serve them, as
   -- semdequeue.lua does; nothing else wakes them now.
