@@ -115,6 +115,8 @@ const probeName = "baton-check"
 var (
 	subscribers = []string{"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe"}
 	publishers  = []string{"publish", "spublish"}
+	// allKeys are commands whose every argument is a key.
+	allKeys = []string{"del", "exists", "unlink", "touch"}
 	// shardCommands are those of shard channels (Redis Cluster).
 	shardCommands = []string{"spublish", "ssubscribe", "sunsubscribe"}
 )
@@ -145,6 +147,9 @@ func (c *Client) probes() []probe {
 		sub, pub := slices.Contains(subscribers, cmd), slices.Contains(publishers, cmd)
 		if !sub && !pub {
 			argv := append(strings.Split(cmd, "|"), key, "0", "0", "0", "0", "0")
+			if slices.Contains(allKeys, cmd) {
+				argv = []string{cmd, key} // every argument is a key: the zeros would be keys outside the prefix
+			}
 			p := probe{cmd: cmd, argv: argv, on: "key " + key, rule: "~" + prefix + ":*"}
 			if cmd == "eval" || cmd == "evalsha" {
 				p.on, p.rule = "", "" // key is the script, and the zero after it says: no keys

@@ -39,57 +39,38 @@ if (ARGV[4] == '0' or ARGV[4] == 'k') and not redis.call('LINDEX', KEYS[2], 0) t
   redis.call('SET', KEYS[1], '~' .. string.sub(ARGV[1], #ARGV[2] + 2), 'PX', '3600000')
   return 0
 end
-local last
 --@handoff
 if v then
-  -- The grant, also before the common helpers: the first queued member,
-  -- if live and not us, gets the lock under the next fence; if its client
-  -- hears the grant (see tell), we are done, queued again for our waiters
-  -- in modes 1 and 2. Anything else takes the general path below, which
-  -- goes on from there.
-  local h, lease, t, ms = poplive(KEYS[2], ARGV[2])
+  -- The hand-off, also before the common helpers: the first live queued
+  -- member but us gets the lock under the next fence (see grant), and we
+  -- are queued again for our waiters in modes 1 and 2; with nobody to
+  -- grant it to, it is kept for our waiter (mode 1) or marked free.
+  local k, q, member, mode = KEYS[1], KEYS[2], ARGV[2], ARGV[4]
+  local h, _, _, last = grant(q, member, tonumber(string.sub(ARGV[1], #member + 2)), k, false, ARGV[5], ARGV[6])
+  if h and (mode == '0' or mode == 'k') then return {1, 0} end
   if h then
-    last = nextfence(t, tonumber(string.sub(ARGV[1], #ARGV[2] + 2)))
-    redis.call('SET', KEYS[1], h .. ':' .. string.format('%.0f', last), 'PX', lease)
-    if tell(ARGV[5], h, last, ARGV[6]) then
-      if ARGV[4] == '0' or ARGV[4] == 'k' then return {1, 0} end
-      -- Queued again: alive alive(lease) ms (mode 1) or the linger (mode 2).
-      local ttl = tonumber(ARGV[3]) / 2 + 50
-      if ARGV[4] == '2' then ttl = tonumber(ARGV[7]) end
-      requeue(KEYS[2], ARGV[2], ARGV[3], ttl, ms)
-      return {1, ARGV[4] == '2' and 1 or 0}
-    end
+    -- Queued again: alive lease/2 + 50 ms (mode 1, as common.lua's alive)
+    -- or the linger (mode 2).
+    local ttl = tonumber(ARGV[3]) / 2 + 50
+    if mode == '2' then ttl = tonumber(ARGV[7]) end
+    requeue(q, member, ARGV[3], ttl)
+    return {1, mode == '2' and 1 or 0}
   end
+  if mode == '1' then
+    local f = fence(last)
+    redis.call('SET', k, member .. ':' .. string.format('%.0f', f), 'PX', ARGV[3])
+    return {2, f}
+  end
+  redis.call('SET', k, '~' .. string.format('%.0f', last), 'PX', '3600000')
+  return {0}
 end
 --@common
+-- Gone (deleted, flushed, expired) under queued sessions: not ours, and
+-- nothing else wakes them now (dequeue.lua does the same), unless
+-- another session keeps it cached (see cachedby): they recalled it.
 local k, q = KEYS[1], KEYS[2]
-if not v then
-  -- Gone (deleted, flushed, expired) under queued sessions: not ours, and
-  -- nothing else wakes them now (dequeue.lua does the same), unless
-  -- another session keeps it cached (see cachedby): they recalled it.
-  if head(q) then
-    local by, f = cachedby(k, ARGV[2])
-    if not by then release(k, q, f, nil, ARGV[5], ARGV[6]) end
-  end
-  return {-1, ''}
+if head(q) then
+  local by, f = cachedby(k, ARGV[2])
+  if not by then release(k, q, f, nil, ARGV[5], ARGV[6]) end
 end
-local token, member, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local mode = ARGV[4]
-if not last then last = select(2, parse(token)) end
-if mode == '1' then
-  if release(k, q, last, member, ARGV[5], ARGV[6]) then
-    enqueue(q, member, lease)
-    return {1, 0}
-  end
-  local f = fence(last)
-  redis.call('SET', k, member .. ':' .. fmt(f), 'PX', lease)
-  return {2, f}
-end
-if release(k, q, last, member, ARGV[5], ARGV[6]) then
-  if mode == '2' then
-    enqueue(q, member, lease, tonumber(ARGV[7]))
-    return {1, 1}
-  end
-  return {1, 0}
-end
-return {0}
+return {-1, ''}

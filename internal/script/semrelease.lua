@@ -26,26 +26,21 @@ if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
   -- A holder whose deadline passed unseen is left for the next scan: its
   -- waiters' timers run to its deadline. A hash over its limit (written
   -- from outside, or rolled back by a failover) keeps its count until
-  -- holders leave or lapse, where the scan would grant nothing. Anything
-  -- else takes the general path below, which goes on from there (a popped
-  -- dead entry is gone, a grant nobody heard undone).
+  -- holders leave or lapse, where the scan would grant nothing. With
+  -- nobody to grant it to (the entries popped were dead or unheard), the
+  -- general path below releases it.
   if v and string.match(v, '^(%d+):') == string.match(ARGV[1], ':(%d+)$') then
-    local h, lease, t, ms = poplive(KEYS[2], ARGV[2])
+    local k, q, member = KEYS[1], KEYS[2], ARGV[2]
+    local h, _, glease = grant(q, member, tonumber(redis.call('HGET', k, '#f') or '0'), k, true, ARGV[5], ARGV[6])
     if h then
-      -- semput, inline: the next fence, the grantee's lease.
-      local f, glease = nextfence(t, tonumber(redis.call('HGET', KEYS[1], '#f') or '0')), tonumber(lease)
-      local fs = string.format('%.0f', f)
-      redis.call('HSET', KEYS[1], h, fs .. ':' .. string.format('%.0f', ms + glease), '#f', fs)
-      if tell(ARGV[5], h, f, ARGV[6]) then
-        redis.call('HDEL', KEYS[1], ARGV[2])
-        if redis.call('PTTL', KEYS[1]) < glease then redis.call('PEXPIRE', KEYS[1], 2 * glease) end
-        if ARGV[4] ~= '2' then return {1, 0} end
-        -- Linger: every permit is taken again (but those of holders past
-        -- their deadline, which the next scan frees and serves).
-        requeue(KEYS[2], ARGV[2], ARGV[3], tonumber(ARGV[7]), ms)
-        return {1, 1}
-      end
-      redis.call('HDEL', KEYS[1], h)
+      redis.call('HDEL', k, member)
+      glease = tonumber(glease)
+      if redis.call('PTTL', k) < glease then redis.call('PEXPIRE', k, 2 * glease) end
+      if ARGV[4] ~= '2' then return {1, 0} end
+      -- Linger: every permit is taken again (but those of holders past
+      -- their deadline, which the next scan frees and serves).
+      requeue(q, member, ARGV[3], tonumber(ARGV[7]))
+      return {1, 1}
     end
   end
 end
