@@ -338,3 +338,42 @@ func TestQueueEntryOfOlderBaton(t *testing.T) {
 		t.Fatalf("queue %q after the grant to b: want the bare member dropped", q)
 	}
 }
+
+// TestFreeNameWithUnheardQueueIsTaken: a name whose key is gone (deleted,
+// or its holder's lease ran out) while the only sessions queued for it
+// cannot hear a grant (their clients crashed, their entries not yet past
+// their deadline) is free: the next TryLock or Lock takes it at once, and
+// the key holds the new holder, not a free marker with sessions still
+// queued behind it.
+func TestFreeNameWithUnheardQueueIsTaken(t *testing.T) {
+	const fake = "00000000000000000000000000000000-1" // no client listens for it
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{LeaseTTL: time.Second})
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, try := range []bool{true, false} {
+		name := uniqueName(t)
+		injectEntry(t, srv, name, fake, time.Minute, 500*time.Millisecond)
+		var (
+			l   *Lock
+			err error
+		)
+		if try {
+			l, err = c.TryLock(ctx, name)
+		} else {
+			l, err = c.Lock(ctxTimeout(t, 500*time.Millisecond), name)
+		}
+		if err != nil {
+			t.Fatalf("TryLock %v: %v", try, err)
+		}
+		v, _ := srv.Do(t, "GET", newKeys("baton", name).Lock).ToString()
+		if !strings.HasPrefix(v, c.Session().ID()+":") {
+			t.Errorf("TryLock %v: key holds %q, want the holder's value", try, v)
+		}
+		if n, _ := srv.Do(t, "LLEN", newKeys("baton", name).Queue()).AsInt64(); n != 0 {
+			t.Errorf("TryLock %v: %d entries left in the queue", try, n)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

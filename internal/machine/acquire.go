@@ -120,9 +120,10 @@ func (n *Name) againAt(r Reply, now time.Time) time.Time {
 func (n *Name) busy(fl *flight, r Reply, now time.Time) {
 	n.seen = max(n.seen, r.Fence)
 	n.w.pos = r.Pos
-	if r.Pos >= 0 || fl.from == Queued {
+	if r.Pos >= 0 || fl.from == Queued || n.ID.Kind == ElectKind {
 		// (What an unknown outcome left is moot: the key is not ours, and
-		// we are queued.)
+		// we are queued.) A campaign's attempt wrote its value, queued or
+		// not: it is left by a dequeue, which removes the value too.
 		n.st, n.unk = Queued, nil
 	}
 	n.w.recheck = now.Add(r.Wait)

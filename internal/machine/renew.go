@@ -51,7 +51,9 @@ func (s *Session) Renewals(now time.Time, send bool) (rs []Renewal, next time.Ti
 		}
 	})
 	s.each(func(n *Name) {
-		n.expire(now)
+		if n.expire(now); n.gone {
+			return
+		}
 		n.tick(now)
 		if r, ok := n.renewal(now, tick, send); ok {
 			rs = append(rs, r)

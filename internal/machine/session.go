@@ -155,6 +155,9 @@ func (s *Session) forget(n *Name) {
 	if s.names[n.ID] != n {
 		return
 	}
+	if len(n.waiters) > 0 || n.st.inCall() {
+		panic("baton: a name forgotten with waiters or a call in flight")
+	}
 	delete(s.names, n.ID)
 	n.gone = true
 	s.dead++
@@ -184,7 +187,12 @@ func (s *Session) Join(p Pick, now time.Time) (*Lock, *Waiter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	n.expire(now)
+	if n.expire(now); n.gone {
+		// Its hold ran out and the name was forgotten: pick again.
+		if n, err = s.pick(p, true); err != nil {
+			return nil, nil, err
+		}
+	}
 	if l := n.takeCached(now); l != nil {
 		return l, nil, nil
 	}
@@ -209,7 +217,11 @@ func (s *Session) Try(p Pick, now time.Time) (*Lock, *Call, *Waiter, error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	n.expire(now)
+	if n.expire(now); n.gone {
+		if n, err = s.pick(p, false); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	if l := n.takeCached(now); l != nil {
 		return l, nil, nil, nil
 	}
@@ -242,9 +254,20 @@ func (s *Session) Poll(w *Waiter, now time.Time) (Turn, error) {
 	n.expire(now)
 	if l := w.lock; l != nil && l.Err != nil && !s.closed {
 		// Handed a lock that was lost before w took it: wait again, at
-		// the head of the line.
+		// the head of the line, on the name's machine as it is now (the
+		// one that lost it may have been forgotten since: it had no
+		// waiter left).
 		w.lock = nil
-		n.waiters = append([]*Waiter{w}, n.waiters...)
+		if n.gone {
+			n = s.name(n.ID)
+			n.Value, n.Limit = w.name.Value, w.name.Limit
+			w.name = n
+		}
+		if len(n.waiters) == 0 {
+			n.join(w, now) // the first waiter: what wakes it, and when it asks
+		} else {
+			n.waiters = append([]*Waiter{w}, n.waiters...)
+		}
 	}
 	t, err := n.poll(w, now)
 	switch {
@@ -350,7 +373,9 @@ func (s *Session) Replied(c *Call, r Reply, now time.Time) (next *Call, l *Lock,
 // can be the first we hear of a name).
 func (s *Session) Granted(id ID, fence uint64, now time.Time) {
 	n := s.name(id)
-	n.expire(now)
+	if n.expire(now); n.gone {
+		n = s.name(id)
+	}
 	n.granted(grant{fence: fence, read: now}, now)
 }
 
@@ -358,9 +383,10 @@ func (s *Session) Granted(id ID, fence uint64, now time.Time) {
 // message), read at now.
 func (s *Session) Recalled(lname string, now time.Time) {
 	if n := s.names[ID{Name: lname}]; n != nil {
-		n.expire(now)
-		n.recall(now)
-		return
+		if n.expire(now); !n.gone {
+			n.recall(now)
+			return
+		}
 	}
 	s.noteRecall(lname, now)
 }
@@ -368,8 +394,9 @@ func (s *Session) Recalled(lname string, now time.Time) {
 // Invalidated applies a tracking invalidation of lock lname's key.
 func (s *Session) Invalidated(lname string, now time.Time) {
 	if n := s.names[ID{Name: lname}]; n != nil {
-		n.expire(now)
-		n.invalidated(now)
+		if n.expire(now); !n.gone {
+			n.invalidated(now)
+		}
 	}
 }
 
@@ -380,7 +407,9 @@ func (s *Session) Reconnected(now time.Time) int {
 	k := 0
 	s.each(func(n *Name) {
 		k++
-		n.expire(now)
+		if n.expire(now); n.gone {
+			return
+		}
 		n.reconnected(now)
 	})
 	return k
@@ -390,8 +419,9 @@ func (s *Session) Reconnected(now time.Time) int {
 // Cluster): first, or again after a failure (a grant may have been missed).
 func (s *Session) Subscribed(id ID, now time.Time) {
 	if n := s.names[id]; n != nil {
-		n.expire(now)
-		n.subscribed(now)
+		if n.expire(now); !n.gone {
+			n.subscribed(now)
+		}
 	}
 }
 
@@ -410,7 +440,9 @@ func (s *Session) SubRefused(id ID, err error) {
 func (s *Session) Announced(lname string, fence uint64, member string, now time.Time) {
 	s.each(func(n *Name) {
 		if n.ID.Kind == ElectKind && n.ID.Name == lname {
-			n.expire(now)
+			if n.expire(now); n.gone {
+				return
+			}
 			n.announced(fence, member, now)
 		}
 	})
@@ -420,7 +452,9 @@ func (s *Session) Announced(lname string, fence uint64, member string, now time.
 // deadline are lost, cache and linger times end, unknown outcomes lapse.
 func (s *Session) Tick(now time.Time) {
 	s.each(func(n *Name) {
-		n.expire(now)
+		if n.expire(now); n.gone {
+			return
+		}
 		n.tick(now)
 	})
 }
@@ -444,7 +478,9 @@ func (s *Session) Close(now, by time.Time) bool {
 	}
 	s.closed = true
 	s.each(func(n *Name) {
-		n.expire(now)
+		if n.expire(now); n.gone {
+			return
+		}
 		n.close(now, by)
 	})
 	return true

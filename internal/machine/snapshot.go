@@ -24,3 +24,20 @@ func (n *Name) Snapshot() Snapshot {
 
 // RenewNow makes the session's renewal tick due at once.
 func (s *Session) RenewNow() { s.nextRenew = time.Time{}.Add(1) }
+
+// Waiting reports whether w is still among its name's waiters, or has been
+// handed a lock it has not taken yet.
+func (w *Waiter) Waiting() bool {
+	if w.lock != nil {
+		return true
+	}
+	for _, x := range w.name.waiters {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// Handed reports whether w has been handed a lock it has not taken yet.
+func (w *Waiter) Handed() bool { return w.lock != nil }

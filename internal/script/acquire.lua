@@ -66,12 +66,18 @@ if not v then
   -- key was deleted). The first live one gets it now.
   local h = head(q)
   if h and h ~= member then
-    local _, g = release(k, q, last, nil, ARGV[4], ARGV[5])
-    local pos = -1
-    if wait then pos = enqueue(q, member, lease) end
-    return {0, lease, g, pos}
+    local g, f = release(k, q, last, member, ARGV[4], ARGV[5])
+    if g then
+      local pos = -1
+      if wait then pos = enqueue(q, member, lease) end
+      return {0, lease, f, pos}
+    end
+    -- Nobody queued could be told (crashed clients): the name is free,
+    -- and ours (release marked it; our own entry went with the rest).
+    last = f
+  elseif h then
+    redis.call('LPOP', q)
   end
-  if h then redis.call('LPOP', q) end
 elseif owner == member then
   -- Granted to us by a release whose message we have not read, left by a
   -- release of ours that failed, or taken by an attempt of ours that ran

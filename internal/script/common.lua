@@ -74,13 +74,14 @@ end
 -- release ends a hold whose last fence is last (nil: unknown): it grants
 -- the lock to the first live queued session other than skip whose client
 -- hears the grant (see grant), or marks the key free. Returns the grantee
--- and its fence, or nil.
+-- and its fence, or nil and the free marker's fence.
 local function release(k, q, last, skip, via, name)
   local h, f, _
   h, f, _, last = grant(q, skip, last, k, false, via, name)
   if h then return h, f end
-  redis.call('SET', k, '~' .. fmt(last or fence(nil)), 'PX', '3600000')
-  return nil
+  last = last or fence(nil)
+  redis.call('SET', k, '~' .. fmt(last), 'PX', '3600000')
+  return nil, last
 end
 
 -- parse splits a lock value into its owner member (nil when free) and
