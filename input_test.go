@@ -179,3 +179,35 @@ func TestNewWithoutSubscribePermission(t *testing.T) {
 		t.Fatalf("New: %v after %v; want NOPERM, fast", err, time.Since(start))
 	}
 }
+
+// TestNewRejectsReplicaTimeoutOutOfRange: a ReplicaTimeout under 1 ms would
+// be sent as WAIT n 0, which waits forever (TryLock would block until its
+// ctx ends): New rejects it with ErrInvalidOptions naming ReplicaTimeout.
+// And ReplicaTimeout may not exceed a third of any session's lease, not
+// only the Client's: NewSession with LeaseTTL/3 < ReplicaTimeout fails
+// with ErrInvalidOptions.
+func TestNewRejectsReplicaTimeoutOutOfRange(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Run("sub-millisecond", func(t *testing.T) {
+		opt := Options{Redis: srv.Option(), ReplicaTimeout: 500 * time.Microsecond, MinReplicas: 1}
+		c, err := New(opt)
+		if err == nil {
+			c.Close()
+			t.Fatal("New accepted ReplicaTimeout 500µs (it becomes WAIT n 0: wait forever)")
+		}
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "ReplicaTimeout") {
+			t.Fatalf("New: %q, want ErrInvalidOptions naming ReplicaTimeout", err)
+		}
+	})
+	t.Run("session lease", func(t *testing.T) {
+		c := newClient(t, srv, Options{LeaseTTL: 3 * time.Second, ReplicaTimeout: time.Second, MinReplicas: 1})
+		s, err := c.NewSession(SessionOptions{LeaseTTL: 300 * time.Millisecond})
+		if err == nil {
+			s.Close()
+			t.Fatal("NewSession accepted a lease of 300ms with ReplicaTimeout 1s (above lease/3)")
+		}
+		if !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("NewSession: %q, want ErrInvalidOptions", err)
+		}
+	})
+}

@@ -17,11 +17,10 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// What errors and logs say (issue 17, items 2, 10 and 11): every error
-// names the address or the name concerned and what to check, once
-// prefixed "baton: ", in the words of the primitive; a script refused by
-// an ACL names the command; a clean Close logs nothing; tokens are logged
-// as strings.
+// What errors and logs say: every error names the address or the name
+// concerned and what to check, once prefixed "baton: ", in the words of
+// the primitive; a script refused by an ACL names the command; a clean
+// Close logs nothing; tokens are logged as strings.
 
 // serveTCP starts a TCP listener on a free loopback port that handles each
 // connection with serve, closed at the test's end.

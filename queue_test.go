@@ -198,8 +198,8 @@ func TestGrantToWaiterThatGaveUp(t *testing.T) {
 // outside (it has not heard of it: no held-key tracking here) releases
 // with the key gone; its release serves the session queued behind it,
 // which nothing else would wake until its timer (the holder's lease).
-// Found by the workload's outside shape; fails without release.lua's
-// serving a key gone under queued sessions.
+// It fails if release.lua does not serve the queue of a key that is gone
+// (the workload's outside shape meets the case too).
 func TestReleaseServesQueueOfDeletedKey(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newClient(t, srv, Options{DisableHeldTracking: true})
@@ -274,8 +274,9 @@ func TestSemaphoreQueueEntryOfCrashedSession(t *testing.T) {
 }
 
 // TestGrantReadsOnlyTheQueue: a release hands the lock to the queued
-// session with what its queue entry holds (issue 18): no hash command runs,
-// and the grantee's lease, not the releaser's, is the key's TTL.
+// session with what its queue entry holds (its deadline and lease): no
+// hash command runs, and the grantee's lease, not the releaser's, is the
+// key's TTL.
 func TestGrantReadsOnlyTheQueue(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newClient(t, srv, Options{LeaseTTL: 20 * time.Second})
@@ -309,10 +310,10 @@ func TestGrantReadsOnlyTheQueue(t *testing.T) {
 	}
 }
 
-// TestQueueEntryOfOlderBaton: a bare member in the queue, as a baton from
-// before issue 18 wrote it (its deadline in a hash), is a dead entry: the
-// release drops it and serves the next session, even when the bare
-// member's client channel has a listener that would hear a grant.
+// TestQueueEntryOfOlderBaton: a bare member in the queue, as a baton before
+// v0.3.0 wrote it (its deadline in a hash; see CHANGELOG.md), is a dead
+// entry: the release drops it and serves the next session, even when the
+// bare member's client channel has a listener that would hear a grant.
 func TestQueueEntryOfOlderBaton(t *testing.T) {
 	const old = "00000000000000000000000000000001-1"
 	srv := redistest.Start(t)
@@ -375,5 +376,158 @@ func TestFreeNameWithUnheardQueueIsTaken(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestQueueOutlivesShortLeaseWaiter: a name's queue keys live as long as
+// the sessions still queued need them, not as long as the lease of the
+// session that created them. h holds the lock. Session a (lease 150 ms)
+// queues first, session b (lease 30 s, another client) second; a gives
+// up, and h holds on past 2 x a's lease. Queue keys that expired with a's
+// lease would vanish with b's entry in them: h's release would find
+// nobody queued and mark the key free, and b, not told, would sleep until
+// its timer (h's remaining lease, ~10 s). b must get the lock within
+// 500 ms of h's release; the test fails at once if b still waits 2 s
+// after it, and logs the queue as it was before the release.
+func TestQueueOutlivesShortLeaseWaiter(t *testing.T) {
+	srv := redistest.Start(t)
+	hc := newClient(t, srv, Options{}) // 10 s lease
+	ac := newClient(t, srv, Options{LeaseTTL: 150 * time.Millisecond})
+	bc := newClient(t, srv, Options{LeaseTTL: 30 * time.Second})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+
+	lh, err := hc.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancelA := context.WithCancel(ctx)
+	defer cancelA()
+	aDone := lockAsync(ac, actx, name)
+	waitQueueLen(t, srv, name, 1)
+	bDone := lockAsync(bc, ctx, name)
+	waitQueueLen(t, srv, name, 2)
+	cancelA()
+	if r := waitFor(t, aDone, 5*time.Second, "a to give up"); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a: Lock returned %v, want Canceled", r.err)
+	}
+	// The hold goes on past 2 x a's lease: queue keys that expire with a's
+	// lease are gone by now.
+	time.Sleep(600 * time.Millisecond)
+	q := queueMembers(t, srv, name)
+	if err := lh.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	select {
+	case r := <-bDone:
+		if r.err != nil {
+			t.Fatalf("b: %v", r.err)
+		}
+		t.Logf("b got the lock %v after h's release", time.Since(released).Round(time.Millisecond))
+		if d := time.Since(released); d > 500*time.Millisecond {
+			t.Errorf("b got the lock %v after h released it, want well under 1 s", d.Round(time.Millisecond))
+		}
+		r.l.Unlock(ctx)
+	case <-time.After(2 * time.Second):
+		t.Fatalf("b is still waiting 2 s after h released the lock (queue before the release: %v)", q)
+	}
+}
+
+// TestWaiterJoiningDuringDequeueGetsFreedLock: a waiter that arrives while
+// its session's dequeue of the name is in flight is queued or watched like
+// any other, and gets the lock once it is released. h (another client)
+// holds the lock; c's only waiter w1 is queued in Redis and gives up, so c
+// runs the dequeue script; at about that moment (0-300 µs after the
+// cancel) w2, a new Lock on c for the same name, arrives. A w2 left with
+// the time the session had planned to look again (h's remaining lease,
+// ~10 s), neither queued in Redis nor tracked, would sleep on after h
+// released. In each of 40 rounds, w2 must get the lock within 500 ms of
+// h's release. (A w2 started after w1's Lock returned, or queued locally
+// before the cancel, is the easy case; the random pause places w2 while
+// the dequeue is in flight.)
+func TestWaiterJoiningDuringDequeueGetsFreedLock(t *testing.T) {
+	srv := redistest.Start(t)
+	hc := newClient(t, srv, Options{}) // 10 s lease
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 30*time.Second)
+	for round := range 40 {
+		name := uniqueName(t)
+		lh, err := hc.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w1ctx, cancel := context.WithCancel(ctx)
+		w1 := lockAsync(c, w1ctx, name)
+		waitQueueLen(t, srv, name, 1)
+		cancel()
+		randomPause(300 * time.Microsecond)
+		w2 := lockAsync(c, ctx, name)
+		if r := waitFor(t, w1, 5*time.Second, "w1 to give up"); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("round %d: w1: %v, want Canceled", round, r.err)
+		}
+		if err := lh.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		released := time.Now()
+		select {
+		case r := <-w2:
+			if r.err != nil {
+				t.Fatalf("round %d: w2: %v", round, r.err)
+			}
+			if d := time.Since(released); d > 500*time.Millisecond {
+				t.Errorf("round %d: w2 got the lock %v after h released it", round, d.Round(time.Millisecond))
+			}
+			if err := r.l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("round %d: w2 is still waiting 2 s after h released the lock", round)
+		}
+	}
+}
+
+// TestGrantToForgottenNameIsPassedOn: a grant message for a name the
+// session has forgotten (or never waited on) is not installed as a lock: a
+// session of ours that wanted the lock then would take a key that may have
+// moved on. The session passes such a grant on (a release that compares
+// the owner token), so a key that names us is freed (a free marker with
+// the grant's fence), one that does not is left alone, and Held stays
+// empty.
+func TestGrantToForgottenNameIsPassedOn(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	member := clientMemberPrefix(t, ctx, c) + "1" // the default session
+	for _, tc := range []struct {
+		name  string
+		value func(fence string) string // the key's value when the message comes
+		want  func(fence string) string
+	}{
+		{"key names us", func(f string) string { return member + ":" + f }, func(f string) string { return "~" + f }},
+		{"key moved on", func(string) string { return "someone-1:999999999999999999" }, func(string) string { return "someone-1:999999999999999999" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := uniqueName(t)
+			key := newKeys(DefaultKeyPrefix, name).Lock
+			const fence = "1700000000000000"
+			srv.Do(t, "SET", key, tc.value(fence), "PX", "10000")
+			srv.Do(t, "PUBLISH", DefaultKeyPrefix+":c:"+member[:32], fence+" "+member+" "+name)
+			want := tc.want(fence)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				v, _ := srv.Do(t, "GET", key).ToString()
+				if v == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("key %q, want %q", v, want)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if h := c.Session().Held(); len(h) != 0 {
+				t.Fatalf("the session holds %+v after a grant nobody waited for", h)
+			}
+		})
 	}
 }
