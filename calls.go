@@ -266,7 +266,7 @@ func transient(err error) bool {
 	if errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrForeignValue) || errors.Is(err, ErrLimitMismatch) {
 		return false
 	}
-	re, ok := rueidis.IsRedisErr(err)
+	re, ok := redisErr(err)
 	if !ok {
 		return true
 	}
@@ -285,9 +285,11 @@ func staleConn(err error) bool {
 
 // mayHaveRun reports whether a call that failed with err may have run in
 // Redis: a lost reply is not a lost call. A call refused at its dial
-// (Redis down or unreachable) or by Redis itself did not run.
+// (Redis down or unreachable) or by Redis itself did not run, but for an
+// error a script met while running (a command its ACL refuses), after
+// what it wrote before that line.
 func mayHaveRun(err error) bool {
-	if err == nil || isRedisErr(err) || errors.Is(err, syscall.ECONNREFUSED) {
+	if err == nil || isRedisErr(err) && !inScript(err) || errors.Is(err, syscall.ECONNREFUSED) {
 		return false
 	}
 	var op *net.OpError
@@ -311,9 +313,28 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
+// redisErr returns the Redis error err is or wraps (script.Explain wraps
+// an ACL refusal inside a script to name the command): an error Redis
+// answered, not a network error. rueidis.IsRedisErr, a type assertion,
+// misses wrapped ones, which were then retried as network errors until
+// the caller's ctx ended.
+func redisErr(err error) (*rueidis.RedisError, bool) {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) || re == rueidis.Nil {
+		return nil, false
+	}
+	return re, true
+}
+
 func isRedisErr(err error) bool {
-	_, ok := rueidis.IsRedisErr(err)
+	_, ok := redisErr(err)
 	return ok
+}
+
+// inScript reports whether Redis raised err inside a running script: its
+// text names the script and line ("script: <sha>, on @user_script:<n>").
+func inScript(err error) bool {
+	return strings.Contains(err.Error(), "@user_script:")
 }
 
 func boolArg(b bool) string {
