@@ -2,6 +2,7 @@ package baton
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -19,9 +20,13 @@ import (
 // The channel holds one value: a reader that keeps up gets every change;
 // a slow one gets the latest leader, not a backlog. The channel is closed
 // (by a goroutine of the client, which Client.Close waits for) when ctx
-// ends or the client closes. If Redis cannot be read, nothing is sent
-// until it can. Observe is safe for concurrent use; Observe calls of one
-// client on one name share one subscription.
+// ends or the client closes. If Redis cannot be read for a passing reason
+// (a dropped connection, a failover), nothing is sent until it can. If
+// Redis refuses it for good (an ACL user without a command the leader read
+// needs, or without the election's channel), Observe warns through
+// Options.Logger (the election and the error), tells the Observer
+// (ObserveFailed) and closes the channel. Observe is safe for concurrent
+// use; Observe calls of one client on one name share one subscription.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 1)
 	if !e.s.c.spawn(func(bg context.Context) {
@@ -76,7 +81,11 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		case <-timer.C:
 			reread = true
 		}
-		evs, resub := w.take()
+		evs, resub, refused := w.take()
+		if refused != nil {
+			c.observeFailed(ctx, e.name, refused)
+			return
+		}
 		subscribed = subscribed || resub
 		if !subscribed {
 			continue
@@ -97,6 +106,10 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 			continue
 		}
 		r, err := c.readLeader(ctx, e.name)
+		if err != nil && !transient(err) {
+			c.observeFailed(ctx, e.name, err)
+			return
+		}
 		if err != nil {
 			// Try again later; the subscription goes on meanwhile.
 			timer.Reset(bo.NextBackOff())
@@ -113,6 +126,13 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		arm()
 		send()
 	}
+}
+
+// observeFailed reports that Observe of election lname stops on err, an
+// error that time does not mend.
+func (c *Client) observeFailed(ctx context.Context, lname string, err error) {
+	c.report(ctx, Event{Kind: ObserveFailed, Primitive: PrimitiveElection, Name: lname,
+		Err: fmt.Errorf("baton: observe election %q: %w", truncate(lname), err)})
 }
 
 // deliver puts v in out (capacity 1, sent to by one goroutine), replacing
@@ -138,10 +158,11 @@ const maxPending = 1024
 // watcher is the inbox of one Observe goroutine: the subscription loop
 // puts announcements and confirmations in, the goroutine takes them.
 type watcher struct {
-	mu     sync.Mutex    // protects events, resub
-	events []leaderState // announcements not yet taken, in arrival order
-	resub  bool          // a subscription was confirmed since the last take
-	wake   chan struct{} // size 1: merged wake-ups of the goroutine
+	mu      sync.Mutex    // protects events, resub, refused
+	events  []leaderState // announcements not yet taken, in arrival order
+	resub   bool          // a subscription was confirmed since the last take
+	refused error         // Redis refused the subscription (an ACL without the channel)
+	wake    chan struct{} // size 1: merged wake-ups of the goroutine
 }
 
 // push adds an announcement, or with ev nil a confirmed subscription.
@@ -157,13 +178,22 @@ func (w *watcher) push(ev *leaderState) {
 	wake(w.wake)
 }
 
-// take returns what came since the last take.
-func (w *watcher) take() ([]leaderState, bool) {
+// refuse records that Redis refused the subscription with err.
+func (w *watcher) refuse(err error) {
+	w.mu.Lock()
+	w.refused = err
+	w.mu.Unlock()
+	wake(w.wake)
+}
+
+// take returns what came since the last take, and why the subscription
+// was refused, if it was.
+func (w *watcher) take() ([]leaderState, bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	evs, resub := w.events, w.resub
 	w.events, w.resub = nil, false
-	return evs, resub
+	return evs, resub, w.refused
 }
 
 // watchElection adds w to the client's subscription of lname's
@@ -183,6 +213,11 @@ func (c *Client) watchElection(lname string, w *watcher) func() {
 		confirmed: func(ws []*watcher) {
 			for _, w := range ws {
 				w.push(nil)
+			}
+		},
+		refused: func(ws []*watcher, err error) {
+			for _, w := range ws {
+				w.refuse(err)
 			}
 		},
 		backoff: time.Second,

@@ -17,7 +17,7 @@ import (
 // Observe is called synchronously, outside every lock of baton, from the
 // goroutine where the event happened: the caller of Lock, TryLock or Unlock
 // for their own events, the renewal loop or a Redis reply goroutine for
-// losses and renewal failures. It must return quickly (count, record, hand
+// losses and renewal failures, an Observe goroutine for ObserveFailed. It must return quickly (count, record, hand
 // off to a channel) and must be safe for concurrent use; it may call any
 // method of the Client. Events of one lock come in order in one goroutine,
 // but a loss found by the renewal loop can be observed before the
@@ -65,9 +65,15 @@ const (
 	// looks again at every name: holds are checked, waiters ask Redis.
 	// Count is the number of names.
 	Rechecked
+	// ObserveFailed: an Election's Observe stopped and closed its channel
+	// because Redis refused it for good (an ACL without a command the
+	// leader read needs, or without the election's channel); passing
+	// errors are retried and reported by nothing. Primitive
+	// (PrimitiveElection), Name and Err are set; ctx is Observe's.
+	ObserveFailed
 )
 
-var eventNames = [...]string{"", "waiting", "acquired", "gave_up", "released", "lost", "renewal_failed", "rechecked"}
+var eventNames = [...]string{"", "waiting", "acquired", "gave_up", "released", "lost", "renewal_failed", "rechecked", "observe_failed"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k != 0 {
@@ -166,7 +172,7 @@ type Event struct {
 	// (a Waiting event came first).
 	Queued bool
 	Held   time.Duration // Released, Lost: since the lock was acquired
-	Err    error         // GaveUp, Lost, RenewalFailed; Released by Close: ErrClosed
+	Err    error         // GaveUp, Lost, RenewalFailed, ObserveFailed; Released by Close: ErrClosed
 	Count  int           // RenewalFailed, Rechecked
 }
 
@@ -192,6 +198,9 @@ func (c *Client) logEvent(ctx context.Context, ev Event) {
 			slog.String("error", ev.Err.Error()))
 	case Rechecked:
 		c.log.LogAttrs(ctx, slog.LevelDebug, "baton: connection dropped; checking every name again", slog.Int("names", ev.Count))
+	case ObserveFailed:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "baton: observing an election stopped: Redis refused it", slog.String("name", ev.Name),
+			slog.String("error", ev.Err.Error()))
 	}
 }
 

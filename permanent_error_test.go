@@ -19,18 +19,18 @@ import (
 // retried until the caller's ctx ends.
 
 // readmeUserWithout creates on srv the README's ACL user, named user,
-// without the commands drop ("time" drops "+time"), and returns client
-// options that log in as it.
+// without the rules drop (words of its line: "+time", "&baton:e:*"), and
+// returns client options that log in as it.
 func readmeUserWithout(t *testing.T, srv *redistest.Server, user string, drop ...string) rueidisOption {
 	t.Helper()
 	line := parseACL(t, readmeBlock(t, aclMarker))
 	argv := slices.Clone(line.argv)
 	argv[2] = user
 	argv = slices.DeleteFunc(argv, func(w string) bool {
-		return slices.ContainsFunc(drop, func(cmd string) bool { return strings.EqualFold(w, "+"+cmd) })
+		return slices.ContainsFunc(drop, func(rule string) bool { return strings.EqualFold(w, rule) })
 	})
 	if len(argv) != len(line.argv)-len(drop) {
-		t.Fatalf("the README's ACL line %q does not allow all of %q", line.argv, drop)
+		t.Fatalf("the README's ACL line %q does not have all of %q", line.argv, drop)
 	}
 	if err := srv.Do(t, argv...).Error(); err != nil {
 		t.Fatalf("%s: %v", strings.Join(argv, " "), err)
@@ -100,7 +100,7 @@ func TestScriptCommandRefusedByACLFailsAtOnce(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ro := readmeUserWithout(t, srv, "no"+strings.ToLower(tc.cmd)+"-"+tc.name, strings.ToLower(tc.cmd))
+			ro := readmeUserWithout(t, srv, "no"+strings.ToLower(tc.cmd)+"-"+tc.name, "+"+strings.ToLower(tc.cmd))
 			c := newUserClient(t, srv, ro, Options{LeaseTTL: time.Second})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -109,7 +109,7 @@ func TestScriptCommandRefusedByACLFailsAtOnce(t *testing.T) {
 		})
 	}
 	t.Run("lock without deadline", func(t *testing.T) {
-		ro := readmeUserWithout(t, srv, "notime-nodeadline", "time")
+		ro := readmeUserWithout(t, srv, "notime-nodeadline", "+time")
 		c := newUserClient(t, srv, ro, Options{LeaseTTL: time.Second})
 		name := uniqueName(t)
 		got := make(chan error, 1)
