@@ -48,6 +48,9 @@ type Client struct {
 	instance       string // Options.Instance
 	stats          counters
 
+	regMu        sync.Mutex // serializes writes of the instance record; protects unregistered
+	unregistered bool       // Close deleted the instance record: register writes it no more
+
 	subMu     sync.Mutex                         // protects grantSubs, electSubs and their fields; taken after a session's mutex
 	grantSubs map[string]*subscription[*name]    // Redis Cluster: grant subscriptions of names, by channel
 	electSubs map[string]*subscription[*watcher] // announcement subscriptions of observed elections, by channel
@@ -195,16 +198,39 @@ func (c *Client) connect(opt Options) error {
 // register writes the client's Instance where operators' tools find it
 // (keyspace.InstanceKey, by the client id that begins every member of its
 // sessions). It lives instanceTTL; the renewal loop writes it again every
-// instanceEvery and after a reconnection (Redis may have lost it), so it
-// outlives the client by at most instanceTTL.
+// instanceEvery and after a reconnection (Redis may have lost it). Close
+// deletes it (unregister); a client that crashed or could not reach Redis
+// at Close leaves it for at most instanceTTL.
 func (c *Client) register(ctx context.Context) error {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if c.unregistered {
+		return ErrClosed
+	}
 	key := keyspace.InstanceKey(c.prefix, c.id)
 	return c.cc.Do(ctx, c.cc.B().Set().Key(key).Value(c.instance).Px(instanceTTL).Build()).Error()
+}
+
+// unregister deletes the instance record, best effort, by the time by (at
+// least unregisterMin from now), and stops register from writing it
+// again. Close calls it once c.bg is cancelled, so that a register in
+// flight (whose SET then goes ahead of the delete on the key's connection)
+// returns at once. PEXPIRE with 0 deletes the key (as Redis documents),
+// with a permission the README's ACL line grants already.
+func (c *Client) unregister(by time.Time) {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	c.unregistered = true
+	ctx, cancel := context.WithDeadline(context.Background(), maxTime(by, time.Now().Add(unregisterMin)))
+	defer cancel()
+	key := keyspace.InstanceKey(c.prefix, c.id)
+	c.cc.Do(ctx, c.cc.B().Pexpire().Key(key).Milliseconds(0).Build())
 }
 
 const (
 	instanceTTL   = 25 * time.Hour
 	instanceEvery = time.Hour
+	unregisterMin = 50 * time.Millisecond // what Close gives unregister when its budget is spent
 )
 
 // connectErr is New's error when rueidis could not connect with ro: it
@@ -404,8 +430,12 @@ func (c *Client) dropSession(s *Session) {
 }
 
 // Close releases every held lock, leaves every Redis queue, fails every
-// waiter with ErrClosed, stops the client's goroutines and waits for them,
-// and closes the Redis clients. It returns within about the longest lease
+// waiter with ErrClosed, deletes the client's instance record (see
+// Options.Instance), stops the client's goroutines and waits for them,
+// and closes the Redis clients. What it leaves in Redis are the fence
+// markers of the names it used (see the README); what it could not reach
+// Redis to remove expires: held keys and queue entries with their lease,
+// the instance record within a day. It returns within about the longest lease
 // of its sessions, whatever the number of names, sessions and calls in
 // flight and the state of Redis: sessions close in parallel within that
 // budget, then every call still in flight is cancelled. Later calls return
@@ -447,6 +477,7 @@ func (c *Client) Close() error {
 	c.stopped = true
 	c.mu.Unlock()
 	c.stop()
+	c.unregister(by)
 	c.rc.Close()
 	c.cc.Close()
 	<-calls
