@@ -211,8 +211,9 @@ func (c *Client) register(ctx context.Context) error {
 	return c.cc.Do(ctx, c.cc.B().Set().Key(key).Value(c.instance).Px(instanceTTL).Build()).Error()
 }
 
-// unregister deletes the instance record, best effort, by the time by (at
-// least unregisterMin from now), and stops register from writing it
+// unregister deletes the instance record, best effort, by the time by but
+// within unregisterMin to unregisterMax from now (a record that Redis does
+// not take back in time lapses), and stops register from writing it
 // again. Close calls it once c.bg is cancelled, so that a register in
 // flight (whose SET then goes ahead of the delete on the key's connection)
 // returns at once. PEXPIRE with 0 deletes the key (as Redis documents),
@@ -221,7 +222,7 @@ func (c *Client) unregister(by time.Time) {
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
 	c.unregistered = true
-	ctx, cancel := context.WithDeadline(context.Background(), maxTime(by, time.Now().Add(unregisterMin)))
+	ctx, cancel := context.WithTimeout(context.Background(), min(max(time.Until(by), unregisterMin), unregisterMax))
 	defer cancel()
 	key := keyspace.InstanceKey(c.prefix, c.id)
 	c.cc.Do(ctx, c.cc.B().Pexpire().Key(key).Milliseconds(0).Build())
@@ -230,7 +231,8 @@ func (c *Client) unregister(by time.Time) {
 const (
 	instanceTTL   = 25 * time.Hour
 	instanceEvery = time.Hour
-	unregisterMin = 50 * time.Millisecond // what Close gives unregister when its budget is spent
+	unregisterMin = 50 * time.Millisecond  // what Close gives unregister when its budget is spent
+	unregisterMax = 500 * time.Millisecond // the most it waits for Redis
 )
 
 // connectErr is New's error when rueidis could not connect with ro: it
