@@ -105,7 +105,7 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		if !resub && !reread && sent {
 			continue
 		}
-		r, err := c.readLeader(ctx, e.name)
+		r, err := e.read(ctx, bg)
 		if err != nil && !transient(err) {
 			c.observeFailed(ctx, e.name, err)
 			return
@@ -126,6 +126,21 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		arm()
 		send()
 	}
+}
+
+// read is observe's leader read: it ends with ctx, when the client closes
+// (bg) and at the latest after a lease. The deadline bounds more than the
+// wait for a reply: a read that finds its connection dead dials a new one,
+// and rueidis bounds the handshake (HELLO...) by the deadline of the
+// caller's ctx or else its dial timeout (5 s by default), never by the
+// ctx's cancellation, nor by Client.Close, which closes only connections
+// made. Without it, a read that met Redis stalled held Close up for the
+// dial timeout and again for each try.
+func (e *Election) read(ctx, bg context.Context) (leaderState, error) {
+	rctx, cancel := context.WithTimeout(ctx, e.s.lease)
+	defer cancel()
+	defer context.AfterFunc(bg, cancel)()
+	return e.s.c.readLeader(rctx, e.name)
 }
 
 // observeFailed reports that Observe of election lname stops on err, an
