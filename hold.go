@@ -283,6 +283,29 @@ func (n *name) renewed(owner string, r int64, sent, now time.Time, err error) (e
 	return e
 }
 
+// superseded applies an election's announcement, heard by an Observe of
+// the client, to a campaign slot's machine: a leader under fence f
+// (member: its campaign slot), or with member "" nobody leading, f being
+// the last fence issued. Either was published after Redis issued any
+// fence up to f. Another member leading under a newer fence proves that
+// our leadership ended (an election has one leader): lost at once.
+// Nobody leading under our fence or a later one says it probably ended
+// (a force release; or our own Unlock, but then we do not hold): check
+// the hold at once. (Elections are not tracked: without this, the hold
+// would be believed until its next renewal.)
+func (n *name) superseded(f uint64, member string, now time.Time) (e effects) {
+	if n.st != held || n.id.kind != electKind || f < n.hold.fence {
+		return e
+	}
+	switch {
+	case member == "":
+		n.checkHold(now, &e)
+	case member != n.member && f > n.hold.fence:
+		e = n.lose(now, "the election announced another leader under a newer fence", true)
+	}
+	return e
+}
+
 // trackDelay is how long a new hold goes before a renewal has Redis track
 // its key: most short holds end first and cost nothing; a change of the
 // key in that time is noticed at its end.

@@ -220,6 +220,7 @@ func (c *Client) watchElection(lname string, w *watcher) func() {
 		shard: c.sharded,
 		message: func(m rueidis.PubSubMessage, ws []*watcher) {
 			if ev, ok := parseElectEvent(m.Message); ok {
+				c.announced(lname, ev)
 				for _, w := range ws {
 					w.push(&ev)
 				}
@@ -241,4 +242,23 @@ func (c *Client) watchElection(lname string, w *watcher) func() {
 		w.push(nil)
 	}
 	return leave
+}
+
+// announced applies an announcement of election lname to the campaign
+// slots of the client's sessions that lead it (see name.superseded): a
+// leadership that Observe already shows as taken is not believed held
+// until the next renewal.
+func (c *Client) announced(lname string, ev leaderState) {
+	for _, s := range c.allSessions() {
+		var a after
+		s.mu.Lock()
+		now := time.Now()
+		for id, n := range s.names {
+			if id.kind == electKind && id.name == lname {
+				a.add(s, n, n.superseded(ev.fence, ev.member, now))
+			}
+		}
+		s.mu.Unlock()
+		a.do(s)
+	}
 }
