@@ -234,24 +234,28 @@ func (c *Client) observeCall(ctx context.Context, p Primitive, lname string, wai
 	}
 }
 
-// Stats are counters since New. Read them with Client.Stats.
+// Stats are counters since New, of every primitive together: locks
+// (Lock, TryLock, Do), semaphore permits (Acquire, TryAcquire) and
+// election leaderships (Campaign), each a *Lock; an Observer tells them
+// apart (Event.Primitive). Read them with Client.Stats.
 type Stats struct {
-	Acquired      uint64 // locks returned by Lock and TryLock, by any path
-	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
+	Acquired      uint64 // locks, permits and leaderships returned to callers, by any path (Acquired events)
+	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis: locks only
 	Granted       uint64 // of those, granted by another session's release
-	Cached        uint64 // of those, taken from the session's cache without Redis (Options.CacheIdle)
-	Waits         uint64 // Lock calls that waited before they got the lock (Waiting events that ended in Acquired)
-	Timeouts      uint64 // Lock calls that gave up because ctx ended
-	Lost          uint64 // losses signalled to callers: held locks lost before Unlock (Done closed), or whose Unlock returned ErrLockLost
+	Cached        uint64 // of those, taken from the session's cache without Redis (Options.CacheIdle): locks only
+	Waits         uint64 // Lock, Acquire and Campaign calls that waited before they got it (Waiting events that ended in Acquired)
+	Timeouts      uint64 // Lock, Acquire and Campaign calls that gave up because ctx ended
+	Lost          uint64 // losses signalled to callers: held locks, permits and leaderships lost before Unlock (Done closed), or whose Unlock returned ErrLockLost
 	RenewalErrors uint64 // renewal round trips that failed (and were retried) or went unanswered for a tick
-	Held          int    // locks held now
+	Held          int    // locks, permits and leaderships held now (Session.Held of every session)
 }
 
 type counters struct {
 	acquired, handoffs, granted, cached, waits, timeouts, lost, renewErrs atomic.Uint64
 }
 
-// Stats returns the client's counters and the number of locks held now.
+// Stats returns the client's counters and the number of locks, permits
+// and leaderships held now.
 func (c *Client) Stats() Stats {
 	st := Stats{
 		Acquired:      c.stats.acquired.Load(),
