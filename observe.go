@@ -90,13 +90,8 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		if !subscribed {
 			continue
 		}
-		changed := false
-		for _, ev := range evs {
-			if ev.after(cur) {
-				cur, changed = ev, true
-			}
-		}
-		if changed {
+		var changed bool
+		if cur, changed = latest(cur, evs); changed {
 			arm()
 			if sent {
 				send() // the latest of the batch: a slow reader gets no backlog
@@ -126,6 +121,18 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		arm()
 		send()
 	}
+}
+
+// latest returns the latest of cur and the announcements evs, and
+// whether it is one of evs.
+func latest(cur leaderState, evs []leaderState) (leaderState, bool) {
+	changed := false
+	for _, ev := range evs {
+		if ev.after(cur) {
+			cur, changed = ev, true
+		}
+	}
+	return cur, changed
 }
 
 // read is observe's leader read: it ends with ctx, when the client closes
