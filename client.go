@@ -51,6 +51,9 @@ type Client struct {
 	user           string // the ACL user New logged in as ("default" for a password alone), for Check's messages; "" if unknown
 	stats          machine.Counters
 
+	regMu        sync.Mutex // serializes writes of the instance record; protects unregistered
+	unregistered bool       // Close deleted the instance record: register writes it no more
+
 	subMu     sync.Mutex                              // protects grantSubs, electSubs and their fields; taken after a session's mutex
 	grantSubs map[string]*subscription[*machine.Name] // Redis Cluster: grant subscriptions of names, by channel
 	electSubs map[string]*subscription[*watcher]      // announcement subscriptions of observed elections, by channel
@@ -205,16 +208,41 @@ func (c *Client) connect(opt Options) error {
 // register writes the client's Instance where operators' tools find it
 // (keyspace.InstanceKey, by the client id that begins every member of its
 // sessions). It lives instanceTTL; the renewal loop writes it again every
-// instanceEvery and after a reconnection (Redis may have lost it), so it
-// outlives the client by at most instanceTTL.
+// instanceEvery and after a reconnection (Redis may have lost it). Close
+// deletes it (unregister); a client that crashed or could not reach Redis
+// at Close leaves it for at most instanceTTL.
 func (c *Client) register(ctx context.Context) error {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if c.unregistered {
+		return ErrClosed
+	}
 	key := keyspace.InstanceKey(c.prefix, c.id)
 	return c.cc.Do(ctx, c.cc.B().Set().Key(key).Value(c.instance).Px(instanceTTL).Build()).Error()
+}
+
+// unregister deletes the instance record, best effort, by the time by but
+// within unregisterMin to unregisterMax from now (a record that Redis does
+// not take back in time lapses), and stops register from writing it
+// again. Close calls it once c.bg is cancelled, so that a register in
+// flight (whose SET then goes ahead of the delete on the key's connection)
+// returns at once. PEXPIRE with 0 deletes the key (as Redis documents),
+// with a permission the README's ACL line grants already.
+func (c *Client) unregister(by time.Time) {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	c.unregistered = true
+	ctx, cancel := context.WithTimeout(context.Background(), min(max(time.Until(by), unregisterMin), unregisterMax))
+	defer cancel()
+	key := keyspace.InstanceKey(c.prefix, c.id)
+	c.cc.Do(ctx, c.cc.B().Pexpire().Key(key).Milliseconds(0).Build())
 }
 
 const (
 	instanceTTL   = 25 * time.Hour
 	instanceEvery = time.Hour
+	unregisterMin = 50 * time.Millisecond  // what Close gives unregister when its budget is spent
+	unregisterMax = 500 * time.Millisecond // the most it waits for Redis
 )
 
 // Lock acquires the lock name in the default session, waiting as long as
@@ -402,9 +430,13 @@ func (c *Client) dropSession(s *Session) {
 }
 
 // Close releases every held lock, leaves every Redis queue, fails every
-// waiter with ErrClosed, stops the client's goroutines and waits for them,
+// waiter with ErrClosed, deletes the client's instance record (see
+// Options.Instance), stops the client's goroutines and waits for them,
 // and closes the Redis clients it built (Options.Client stays open, with
-// baton's subscriptions on it ended). It returns within about the longest
+// baton's subscriptions on it ended). What it leaves in Redis are the fence
+// markers of the names it used (see the README); what it could not reach
+// Redis to remove expires: held keys and queue entries with their lease,
+// the instance record within a day. It returns within about the longest
 // lease of its sessions, whatever the number of names, sessions and calls
 // in flight and the state of Redis: sessions close in parallel within that
 // budget, then every call still in flight is cancelled. Later calls return
@@ -447,6 +479,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	shared := c.sharedChannels()
 	c.stop()
+	c.unregister(by)
 	c.closeRedis()
 	<-calls
 	c.wg.Wait()

@@ -101,6 +101,7 @@ type leaderState struct {
 	fence  uint64        // the leader's fence; when nobody holds, the last fence issued (0 if unknown)
 	left   time.Duration // held: the lease left when read or announced
 	leader Leader        // held: the leader
+	member string        // held and announced: the leader's campaign slot ("<session>.e<slot>")
 }
 
 // after reports whether s is a later state of the election than o: a
@@ -163,5 +164,5 @@ func parseElectEvent(msg string) (leaderState, bool) {
 		return leaderState{}, false
 	}
 	return leaderState{held: true, fence: fence, left: time.Duration(ms) * time.Millisecond,
-		leader: Leader{Value: parts[3], Token: fence << keyspace.TokenShift}}, true
+		leader: Leader{Value: parts[3], Token: fence << keyspace.TokenShift}, member: parts[2]}, true
 }

@@ -18,7 +18,7 @@ import (
 // Observe is called synchronously, outside every lock of baton, from the
 // goroutine where the event happened: the caller of Lock, TryLock or Unlock
 // for their own events, the renewal loop or a Redis reply goroutine for
-// losses and renewal failures. It must return quickly (count, record, hand
+// losses and renewal failures, an Observe goroutine for ObserveFailed. It must return quickly (count, record, hand
 // off to a channel) and must be safe for concurrent use; it may call any
 // method of the Client. Events of one lock come in order in one goroutine,
 // but a loss found by the renewal loop can be observed before the
@@ -66,9 +66,15 @@ const (
 	// looks again at every name: holds are checked, waiters ask Redis.
 	// Count is the number of names.
 	Rechecked
+	// ObserveFailed: an Election's Observe stopped and closed its channel
+	// because Redis refused it for good (an ACL without a command the
+	// leader read needs, or without the election's channel); passing
+	// errors are retried and reported by nothing. Primitive
+	// (PrimitiveElection), Name and Err are set; ctx is Observe's.
+	ObserveFailed
 )
 
-var eventNames = [...]string{"", "waiting", "acquired", "gave_up", "released", "lost", "renewal_failed", "rechecked"}
+var eventNames = [...]string{"", "waiting", "acquired", "gave_up", "released", "lost", "renewal_failed", "rechecked", "observe_failed"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k != 0 {
@@ -167,7 +173,7 @@ type Event struct {
 	// (a Waiting event came first).
 	Queued bool
 	Held   time.Duration // Released, Lost: since the lock was acquired
-	Err    error         // GaveUp, Lost, RenewalFailed; Released by Close: ErrClosed
+	Err    error         // GaveUp, Lost, RenewalFailed, ObserveFailed; Released by Close: ErrClosed
 	Count  int           // RenewalFailed, Rechecked
 }
 
@@ -193,6 +199,9 @@ func (c *Client) logEvent(ctx context.Context, ev Event) {
 			slog.String("error", ev.Err.Error()))
 	case Rechecked:
 		c.log.LogAttrs(ctx, slog.LevelDebug, "baton: connection dropped; checking every name again", slog.Int("names", ev.Count))
+	case ObserveFailed:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "baton: observing an election stopped: Redis refused it", slog.String("name", ev.Name),
+			slog.String("error", ev.Err.Error()))
 	}
 }
 
@@ -229,20 +238,24 @@ func (c *Client) observeCall(ctx context.Context, p Primitive, lname string, wai
 	}
 }
 
-// Stats are counters since New. Read them with Client.Stats.
+// Stats are counters since New, of every primitive together: locks
+// (Lock, TryLock, Do), semaphore permits (Acquire, TryAcquire) and
+// election leaderships (Campaign), each a *Lock; an Observer tells them
+// apart (Event.Primitive). Read them with Client.Stats.
 type Stats struct {
-	Acquired      uint64 // locks returned by Lock and TryLock, by any path
-	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
+	Acquired      uint64 // locks, permits and leaderships returned to callers, by any path (Acquired events)
+	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis: locks only
 	Granted       uint64 // of those, granted by another session's release
-	Cached        uint64 // of those, taken from the session's cache without Redis (Options.CacheIdle)
-	Waits         uint64 // Lock calls that waited before they got the lock (Waiting events that ended in Acquired)
-	Timeouts      uint64 // Lock calls that gave up because ctx ended
-	Lost          uint64 // losses signalled to callers: held locks lost before Unlock (Done closed), or whose Unlock returned ErrLockLost
+	Cached        uint64 // of those, taken from the session's cache without Redis (Options.CacheIdle): locks only
+	Waits         uint64 // Lock, Acquire and Campaign calls that waited before they got it (Waiting events that ended in Acquired)
+	Timeouts      uint64 // Lock, Acquire and Campaign calls that gave up because ctx ended
+	Lost          uint64 // losses signalled to callers: held locks, permits and leaderships lost before Unlock (Done closed), or whose Unlock returned ErrLockLost
 	RenewalErrors uint64 // renewal round trips that failed (and were retried) or went unanswered for a tick
-	Held          int    // locks held now
+	Held          int    // locks, permits and leaderships held now (Session.Held of every session)
 }
 
-// Stats returns the client's counters and the number of locks held now.
+// Stats returns the client's counters and the number of locks, permits
+// and leaderships held now.
 func (c *Client) Stats() Stats {
 	st := Stats{
 		Acquired:      c.stats.Acquired.Load(),

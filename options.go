@@ -134,9 +134,10 @@ type Options struct {
 	Instance string
 
 	// Logger, if set, receives a warning for each lost lock (name and
-	// cause) and for failed renewal round trips (at most one line per
-	// tick), and a debug line when a dropped connection makes the client
-	// look at every name again. Nothing is logged on the path of a Lock or
+	// cause), for failed renewal round trips (at most one line per tick)
+	// and for an Election's Observe that Redis refuses for good (name and
+	// error; see Observe), and a debug line when a dropped connection
+	// makes the client look at every name again. Nothing is logged on the path of a Lock or
 	// Unlock that goes well. Default nil: nothing is logged.
 	Logger *slog.Logger
 }
