@@ -39,6 +39,7 @@ const (
 // signalState is what a *Lock of the child says of itself.
 type signalState struct {
 	Err    string // Err(), "" if nil
+	Lost   bool   // Err() matches ErrLockLost
 	Done   bool   // Done() closed
 	CtxErr string // Context().Err(), "" if nil
 }
@@ -58,7 +59,7 @@ type stallReport struct {
 func stateOf(l *Lock) signalState {
 	st := signalState{}
 	if err := l.Err(); err != nil {
-		st.Err = err.Error()
+		st.Err, st.Lost = err.Error(), errors.Is(err, ErrLockLost)
 	}
 	select {
 	case <-l.Done():
@@ -303,7 +304,7 @@ func TestHoldStoppedPastLeaseIsLostWhenAsked(t *testing.T) {
 		t.Fatalf("the child resumed %v before its local deadline", -r.PastDeadline)
 	}
 	for what, st := range map[string]signalState{"lock": r.Lock, "leadership": r.Leader} {
-		if !strings.Contains(st.Err, ErrLockLost.Error()) || !st.Done || st.CtxErr == "" {
+		if !st.Lost || !st.Done || st.CtxErr == "" {
 			t.Errorf("%s, %v past its local deadline: Err %q, Done closed %v, Context().Err %q; want lost, closed, cancelled",
 				what, r.PastDeadline, st.Err, st.Done, st.CtxErr)
 		}
