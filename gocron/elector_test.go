@@ -3,7 +3,6 @@ package batongocron
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -167,8 +166,8 @@ func TestElectorRetriesFailedCampaign(t *testing.T) {
 		t.Fatal("won an election whose key is a string")
 	}
 	err := el.IsLeader(ctx)
-	if !errors.Is(err, ErrNotLeader) || !strings.Contains(err.Error(), "WRONGTYPE") {
-		t.Fatalf("IsLeader after a failed campaign = %v, want ErrNotLeader with WRONGTYPE", err)
+	if !errors.Is(err, ErrNotLeader) || !errors.Is(err, baton.ErrForeignValue) {
+		t.Fatalf("IsLeader after a failed campaign = %v, want ErrNotLeader with baton.ErrForeignValue", err)
 	}
 	srv.Do(t, "DEL", electionKey(name))
 	for !next(t, changed) { // failures until the retry after DEL
