@@ -18,9 +18,13 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The script calls the machine asks for: how each is sent, how its reply
-// reads, and how a failure is classified (machine.Outcome) for the machine
-// to decide what it means.
+// The shell's side of the machine (internal/machine): each event is a step
+// under the session's mutex, after which the shell carries out what the
+// machine left in its outbox (Ready): the signals of locks that ended,
+// wake-ups, subscriptions, the renewal loop's next look, and the script
+// calls it asks for: how each is sent (internal/wire builds it), how its
+// reply reads, and how a failure is classified (machine.Outcome) for the
+// machine to decide what it means.
 
 // exec makes c, and the tries the machine asks for after it, applying
 // each reply; it returns TryLock's lock and the error of the last reply
@@ -270,5 +274,108 @@ func pause(ctx context.Context, d time.Duration) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+// step runs f (an event of the machine's) under s.mu with the time it was
+// observed, then carries out what the machine left to do.
+func (s *Session) step(f func(now time.Time)) {
+	s.mu.Lock()
+	f(time.Now())
+	r := s.readyLocked()
+	s.mu.Unlock()
+	s.act(r)
+}
+
+// readyLocked takes the machine's outbox and does the parts that need
+// s.mu: the signals of locks that ended (closing a channel and cancelling
+// a context run no user code), the grant subscriptions; s.mu is held.
+func (s *Session) readyLocked() machine.Ready {
+	r := s.m.Ready()
+	for len(r.Subscribe) > 0 {
+		var ready []*machine.Name
+		for _, n := range r.Subscribe {
+			t := s.tagLocked(n)
+			if t.unsub == nil {
+				var ok bool
+				if t.unsub, ok = s.listenGrants(n); ok {
+					ready = append(ready, n)
+				}
+			}
+		}
+		// A subscription confirmed already counts for n at once.
+		now := time.Now()
+		for _, n := range ready {
+			s.m.Subscribed(n.ID, now)
+		}
+		more := s.m.Ready()
+		r.Subscribe = more.Subscribe
+		r = mergeReady(r, more)
+	}
+	for _, n := range r.Unsubscribe {
+		if t, ok := n.Tag.(*nameTag); ok && t.unsub != nil {
+			t.unsub()
+			t.unsub = nil
+		}
+	}
+	for _, ml := range r.Ended {
+		if l, ok := ml.Tag.(*Lock); ok {
+			l.endLocked(ml.Err)
+		}
+	}
+	if s.m.Closed() && s.m.Quiet() {
+		select {
+		case s.quiet <- struct{}{}:
+		default:
+		}
+	}
+	return r
+}
+
+// mergeReady adds b's actions to a's (but Subscribe, which the caller
+// handles).
+func mergeReady(a, b machine.Ready) machine.Ready {
+	a.Calls = append(a.Calls, b.Calls...)
+	a.Wake = append(a.Wake, b.Wake...)
+	a.Ended = append(a.Ended, b.Ended...)
+	a.Unsubscribe = append(a.Unsubscribe, b.Unsubscribe...)
+	a.Queued = append(a.Queued, b.Queued...)
+	if !b.Due.IsZero() && (a.Due.IsZero() || b.Due.Before(a.Due)) {
+		a.Due = b.Due
+	}
+	return a
+}
+
+// do carries out, s.mu unlocked, what readyLocked left: it wakes waiters,
+// reports locks that ended, makes calls in the background and asks the
+// renewal loop to look by the time the machine needs it.
+func (s *Session) act(r machine.Ready) {
+	for _, w := range r.Wake {
+		if sw, ok := w.Tag.(*waiter); ok {
+			wake(sw.wake)
+		}
+	}
+	s.c.reportEnded(r.Ended)
+	if len(r.Queued) > 0 {
+		if h := s.c.onQueued; h != nil {
+			for _, q := range r.Queued {
+				h(q.Name, q.Pos)
+			}
+		}
+	}
+	if !r.Due.IsZero() {
+		s.c.wakeBy(r.Due)
+	}
+	for _, c := range r.Calls {
+		s.background(c)
+	}
+}
+
+// background makes c (and the tries the machine asks for after it) in a
+// goroutine that the client owns, bounded by the client's life.
+func (s *Session) background(c *machine.Call) {
+	if !s.c.spawn(func(bg context.Context) { s.exec(bg, c) }) {
+		// The client has stopped: Redis is closed, the call fails at once.
+		s.exec(s.c.bg, c)
 	}
 }

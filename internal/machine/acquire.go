@@ -2,12 +2,16 @@ package machine
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/batonlock/baton/internal/keyspace"
 )
 
-// The acquiring side of the machine: the replies of acquire calls.
+// The acquiring side of the machine: a caller asks for a name (Join for
+// Lock, Try for TryLock), its waiter's turns (Poll), leaving (Cancel), and
+// the replies of acquire calls.
 
 // acquireReply applies the reply of an acquire try. next is the same
 // attempt again, at once (its connection had died before it ran); l is
@@ -185,3 +189,294 @@ func (n *Name) acquired(fl *flight, r Reply, now time.Time) (l *Lock) {
 
 // isHead reports whether w is the head waiter.
 func (n *Name) isHead(w *Waiter) bool { return len(n.waiters) > 0 && n.waiters[0] == w }
+
+// Pick says which name a caller wants: a lock, a permit of a semaphore of
+// Limit permits, or a leadership campaigned for with Value.
+type Pick struct {
+	Kind  Kind
+	Name  string
+	Limit int
+	Value string
+}
+
+// Join is a Lock (or Acquire, Campaign) call: it returns the lock at once
+// when the session keeps the name cached, else the caller's waiter, which
+// polls (Poll) when woken.
+func (s *Session) Join(p Pick, now time.Time) (*Lock, *Waiter, error) {
+	if s.closed {
+		return nil, nil, ErrClosed
+	}
+	n, err := s.pick(p, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n.expire(now); n.gone {
+		// Its hold ran out and the name was forgotten: pick again.
+		if n, err = s.pick(p, true); err != nil {
+			return nil, nil, err
+		}
+	}
+	if l := n.takeCached(now); l != nil {
+		return l, nil, nil
+	}
+	w := &Waiter{name: n}
+	// Behind other waiters, or on a name in use: it waits, whether or not
+	// its goroutine gets to sleep before its turn comes.
+	w.Slept = len(n.waiters) > 0 || !n.st.free()
+	n.join(w, now)
+	return nil, w, nil
+}
+
+// Try is a TryLock (or TryAcquire) call: the cached hold, if any, else the
+// single attempt to make, or why none can be made. While a release or
+// dequeue of the session's own is in flight on the name (a Lock that gave
+// up leaves the queue in the background), it returns a waiter to wait on
+// (woken when it ends; then Try again, or Cancel it).
+func (s *Session) Try(p Pick, now time.Time) (*Lock, *Call, *Waiter, error) {
+	if s.closed {
+		return nil, nil, nil, ErrClosed
+	}
+	n, err := s.pick(p, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if n.expire(now); n.gone {
+		if n, err = s.pick(p, false); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if l := n.takeCached(now); l != nil {
+		return l, nil, nil, nil
+	}
+	if (n.st == Leaving || n.st == Releasing) && len(n.waiters) == 0 {
+		w := &Waiter{name: n}
+		n.join(w, now)
+		return nil, nil, w, nil
+	}
+	c, err := n.tryCall(now)
+	return nil, c, nil, err
+}
+
+// pick returns the machine a caller joins: a lock's name, or a permit or
+// campaign slot (semaphore.go).
+func (s *Session) pick(p Pick, wait bool) (*Name, error) {
+	switch p.Kind {
+	case SemKind:
+		return s.semSlot(p.Name, p.Limit, wait)
+	case ElectKind:
+		return s.electSlot(p.Name, p.Value)
+	}
+	return s.name(ID{Name: p.Name}), nil
+}
+
+// Poll is the head waiter's turn: the lock when w has been handed one, else
+// a call to make, else when to look again (zero: when woken). err says w
+// must stop waiting (Close, a refused subscription, a permanent error).
+func (s *Session) Poll(w *Waiter, now time.Time) (Turn, error) {
+	n := w.name
+	n.expire(now)
+	if l := w.lock; l != nil && l.Err != nil && !s.closed {
+		// Handed a lock that was lost before w took it: wait again, at
+		// the head of the line, on the name's machine as it is now (the
+		// one that lost it may have been forgotten since: it had no
+		// waiter left).
+		w.lock = nil
+		if n.gone {
+			n = s.name(n.ID)
+			n.Value, n.Limit = w.name.Value, w.name.Limit
+			w.name = n
+		}
+		if len(n.waiters) == 0 {
+			n.join(w, now) // the first waiter: what wakes it, and when it asks
+		} else {
+			n.waiters = append([]*Waiter{w}, n.waiters...)
+		}
+	}
+	t, err := n.poll(w, now)
+	switch {
+	case t.Lock != nil && t.Lock.Err != nil:
+		return Turn{}, ErrClosed
+	case t.Lock != nil:
+		s.Give(t.Lock)
+		if w.Slept && s.rules.Stats != nil {
+			s.rules.Stats.Waits.Add(1)
+		}
+	case err == nil && s.closed:
+		err = ErrClosed
+	}
+	return t, err
+}
+
+// Turn is what a head waiter's Poll found.
+type Turn struct {
+	Lock *Lock     // handed to the waiter (counted as given)
+	Call *Call     // an attempt to make now, inline
+	At   time.Time // else: when to look again unless woken (zero: when woken)
+	// Unsure: the last attempt's reply was lost. A Campaign that gives up
+	// then learns the outcome first (MustLearn).
+	Unsure bool
+}
+
+// Cancel removes a waiter that stops waiting (its caller's ctx ended, the
+// session closed, a permanent error). A lock handed to it meanwhile is
+// passed on or released, and a queue entry nobody here needs is left (the
+// calls go to Ready).
+//
+// The call it starts for the name, if any (a release or a dequeue), is
+// returned for the caller to make, inline or in the background; other
+// calls go to Ready.
+func (s *Session) Cancel(w *Waiter, now time.Time) *Call {
+	n := w.name
+	k := len(s.out.Calls)
+	n.expire(now)
+	n.cancel(w, now)
+	for i := k; i < len(s.out.Calls); i++ {
+		if c := s.out.Calls[i]; c.Name == n {
+			s.out.Calls = append(s.out.Calls[:i], s.out.Calls[i+1:]...)
+			return c
+		}
+	}
+	return nil
+}
+
+// MustLearn reports whether a Campaign whose ctx ended must first learn the
+// outcome of its last attempt, whose reply was lost: it may have made it
+// the leader, which observers were told of, and the leadership must then
+// be returned, not left to lapse.
+func (s *Session) MustLearn(w *Waiter) bool {
+	return w.name.ID.Kind == ElectKind && w.name.w.unsure
+}
+
+// LeaveTry records that the caller of TryLock's attempt c has gone: the
+// machine releases what the call takes when its reply comes.
+func (s *Session) LeaveTry(c *Call) {
+	if n := c.Name; n.st == Acquiring && n.seq == c.Seq && n.fl.try {
+		n.fl.left = true
+	}
+}
+
+// join adds a waiter of Lock.
+func (n *Name) join(w *Waiter, now time.Time) {
+	n.waiters = append(n.waiters, w)
+	if len(n.waiters) > 1 {
+		return
+	}
+	n.subErr = nil // a new waiter tries the subscription again
+	switch n.st {
+	case Lingering:
+		// Queued by our own release: wait for the grant (the renewal tick
+		// keeps the entry now that we wait), asking Redis at the latest
+		// when the entry may have lapsed.
+		n.st, n.w.recheck, n.w.linger = Queued, n.w.linger.from, span{}
+	case Held:
+		if n.s.rules.Sharded && n.sub == subNone {
+			// Contended inside the session: listen for grants before the
+			// holder's release queues us.
+			n.subscribe()
+		}
+	case Cached:
+		// Not taken (the hold is suspect): release it, which tells whether
+		// it was still ours; the waiter asks Redis after.
+		n.dropCache(now)
+	case Idle, Unknown:
+		n.w.recheck = time.Time{} // nothing will wake us: ask now
+	}
+}
+
+func (n *Name) subscribe() {
+	n.sub = subPending
+	n.s.out.Subscribe = append(n.s.out.Subscribe, n)
+}
+
+// poll is the head waiter's turn: the lock when w has been handed one,
+// else a call to make, else when to look again (zero: when woken).
+func (n *Name) poll(w *Waiter, now time.Time) (Turn, error) {
+	if w.lock != nil {
+		return Turn{Lock: w.lock}, nil
+	}
+	if w.err != nil {
+		return Turn{}, w.err
+	}
+	if n.subErr != nil {
+		return Turn{}, &OpError{n.acquireOp(false), fmt.Errorf("subscribe to its grant channel: %w", n.subErr)}
+	}
+	t := Turn{Unsure: n.w.unsure}
+	if len(n.waiters) == 0 || n.waiters[0] != w || !n.st.free() && n.st != Queued || n.s.closed {
+		return t, nil
+	}
+	if n.s.rules.Sharded && n.sub == subPending {
+		return t, nil // woken once subscribed
+	}
+	if now.Before(n.w.recheck) {
+		t.At = n.w.recheck
+		return t, nil
+	}
+	w.tries++
+	n.w.stale = false
+	queue := !n.s.rules.Sharded || n.sub == subReady
+	t.Call = n.start(Acquiring, &Call{Kind: AcquireCall, Queue: queue, Track: w.tries > 1, Until: now.Add(n.s.rules.Lease)})
+	n.fl.w = w
+	return t, nil
+}
+
+// tryCall starts TryLock's single attempt, or says why it cannot.
+func (n *Name) tryCall(now time.Time) (*Call, error) {
+	if !n.st.free() || len(n.waiters) > 0 {
+		return nil, fmt.Errorf("%w: %q is held or awaited by this session", ErrNotAcquired, keyspace.Truncate(n.ID.Name))
+	}
+	c := n.start(Acquiring, &Call{Kind: AcquireCall, Until: now.Add(n.s.rules.Lease)})
+	n.fl.try = true
+	return c, nil
+}
+
+// cancel removes a waiter that stops waiting (its ctx ended, the session
+// closed, a permanent error). A lock handed to it meanwhile is released.
+func (n *Name) cancel(w *Waiter, now time.Time) {
+	if l := w.lock; l != nil {
+		if l.Err == nil {
+			if c, _ := n.unlock(l, now, false); c != nil {
+				n.launch(c)
+			}
+		}
+		return
+	}
+	for i, x := range n.waiters {
+		if x == w {
+			if n.waiters = slices.Delete(n.waiters, i, i+1); len(n.waiters) == 0 {
+				n.waiters = nil // slices.Delete cleared the vacated slot
+			}
+			if i == 0 {
+				n.wakeHead()
+			}
+			break
+		}
+	}
+	n.settle(now)
+}
+
+func (n *Name) wakeHead() {
+	if len(n.waiters) > 0 {
+		n.s.out.Wake = append(n.s.out.Wake, n.waiters[0])
+	}
+}
+
+// acquireOp names a Lock (or, with try, TryLock) call on n as its caller
+// made it: on a lock, a semaphore or an election.
+func (n *Name) acquireOp(try bool) string { return AcquireOp(n.ID, try) }
+
+// AcquireOp names a Lock (or, with try, TryLock) call on id as its caller
+// made it.
+func AcquireOp(id ID, try bool) string {
+	q := strconv.Quote(keyspace.Truncate(id.Name))
+	switch {
+	case id.Kind == SemKind && try:
+		return "try a permit of semaphore " + q
+	case id.Kind == SemKind:
+		return "acquire a permit of semaphore " + q
+	case id.Kind == ElectKind:
+		return "campaign in election " + q
+	case try:
+		return "trylock " + q
+	}
+	return "lock " + q
+}

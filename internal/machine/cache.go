@@ -168,3 +168,15 @@ func (n *Name) kept(h *hold, sent, now time.Time, stale bool) {
 		n.cache(now)
 	}
 }
+
+// Recalled applies another session asking for lock lname (a recall
+// message), read at now.
+func (s *Session) Recalled(lname string, now time.Time) {
+	if n := s.names[ID{Name: lname}]; n != nil {
+		if n.expire(now); !n.gone {
+			n.recall(now)
+			return
+		}
+	}
+	s.noteRecall(lname, now)
+}

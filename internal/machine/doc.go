@@ -20,7 +20,12 @@
 // whether and when to try again, is decided here from its Outcome, which
 // the shell classifies from the error it read.
 //
-// A name's states and their data are declared in name.go; the holding side
-// is in hold.go, acquiring in acquire.go, grants in grant.go, caching in
-// cache.go, renewals and leaving the queue in renew.go.
+// A name's states and their data are declared in name.go, with what every
+// transition shares (start, settle, the passing of time, Replied). A
+// caller asking for a name and the replies of its attempts are in
+// acquire.go; holding, unlocking and releasing in hold.go; notices
+// (grants, invalidations, reconnects, announcements) in notify.go;
+// caching and recalls in cache.go; renewals and leaving the queue in
+// renew.go; a semaphore's and an election's slots in slot.go; the session
+// and its outbox in session.go.
 package machine

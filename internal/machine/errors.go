@@ -2,7 +2,10 @@ package machine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/batonlock/baton/internal/keyspace"
 )
 
 // The errors a machine decides; package baton exports them under the same
@@ -59,3 +62,35 @@ func (c Cause) String() string {
 	}
 	return "unknown"
 }
+
+// lostErr is the error of a hold found lost for cause, at when.
+func (n *Name) lostErr(cause Cause, when string) error {
+	return &LostError{Name: n.ID.Name, Kind: n.ID.Kind, Cause: cause, When: when}
+}
+
+// LostError is the error of a lock that stopped being ours: it matches
+// ErrLockLost, and says why in one line.
+type LostError struct {
+	Name  string
+	Kind  Kind
+	Cause Cause
+	When  string // "" or when it was found ("before Unlock")
+}
+
+func (e *LostError) Error() string {
+	what := "lock"
+	switch e.Kind {
+	case SemKind:
+		what = "permit of semaphore"
+	case ElectKind:
+		what = "leadership of election"
+	}
+	s := fmt.Sprintf("baton: %s %q lost", what, keyspace.Truncate(e.Name))
+	if e.When != "" {
+		s += " " + e.When
+	}
+	return s + ": " + e.Cause.String()
+}
+
+// Is makes a LostError match ErrLockLost.
+func (e *LostError) Is(target error) bool { return target == ErrLockLost }

@@ -3,6 +3,7 @@ package machine
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/batonlock/baton/internal/keyspace"
@@ -192,22 +193,9 @@ func (n *Name) releaseReply(r Reply, now time.Time) (*Call, error) {
 	if fl.tries == 1 {
 		fl.first = r.Sent
 	}
-	c := fl.call
-	var callErr error
-	if r.Outcome.failed() {
-		if at := n.retry(r, now); !at.IsZero() {
-			c.At = at
-			return c, nil
-		}
-		switch {
-		case r.Outcome == Refused, r.Outcome == Abandoned:
-			callErr = r.Err
-		default:
-			callErr = ErrUnconfirmed
-			if fl.last != nil {
-				callErr = fmt.Errorf("%w (last error: %w)", ErrUnconfirmed, fl.last)
-			}
-		}
+	callErr, next := n.releaseTried(r, now)
+	if next != nil {
+		return next, nil
 	}
 	n.fl, n.hold = nil, nil
 	n.st, n.w.recheck = Idle, time.Time{} // idle: nothing will wake the head, so it asks at once
@@ -215,26 +203,76 @@ func (n *Name) releaseReply(r Reply, now time.Time) (*Call, error) {
 		n.w = wait{} // a hold's release: it had no wait data
 	}
 	n.w.unsure = callErr != nil
-	code := r.Code
-	var lostReply error
-	if callErr == nil && code == -1 && fl.lost != nil {
-		// A try whose reply was lost ran it, maybe: "not ours" is then no
-		// proof of a loss. A lock's own free marker in the key says the
-		// release ran (only a release of our hold writes our fence there,
-		// or an operator's force release of it, after which the lock was
-		// not ours either way); a grant on, or a permit (no marker), is not
-		// known.
-		switch {
-		case !n.ID.Kind.permit() && r.Value == "~"+fenceOf(c.Owner):
-			code = 0
-		case n.ID.Kind.permit() || r.Value != "":
-			lostReply = fl.lost
-		}
-	}
-	var err error
-	switch {
-	case h == nil:
+	if h == nil {
 		n.strayReleased(fl, now, callErr)
+		return nil, n.settled(fl.report, now)
+	}
+	err, settled := n.released(fl, h, r, callErr, now)
+	if settled {
+		return nil, err
+	}
+	if err == nil {
+		err = fl.report
+	}
+	return nil, n.settled(err, now)
+}
+
+// settled settles the name after a release and returns err.
+func (n *Name) settled(err error, now time.Time) error {
+	n.settle(now)
+	return err
+}
+
+// releaseTried decides, after a release try that ended with r, whether to
+// try again (the returned call) or what the failure, if any, means for
+// Unlock's caller.
+func (n *Name) releaseTried(r Reply, now time.Time) (callErr error, next *Call) {
+	if !r.Outcome.failed() {
+		return nil, nil
+	}
+	fl := n.fl
+	if at := n.retry(r, now); !at.IsZero() {
+		fl.call.At = at
+		return nil, fl.call
+	}
+	if r.Outcome == Refused || r.Outcome == Abandoned {
+		return r.Err, nil
+	}
+	if fl.last != nil {
+		return fmt.Errorf("%w (last error: %w)", ErrUnconfirmed, fl.last), nil
+	}
+	return ErrUnconfirmed, nil
+}
+
+// releaseCode is the code of a release reply as it bears on the hold: a
+// "not ours" after a try whose reply was lost is no proof of a loss, as
+// that try may have run it. A lock's own free marker in the key says the
+// release ran (only a release of our hold writes our fence there, or an
+// operator's force release of it, after which the lock was not ours
+// either way); a grant on, or a permit (no marker), is not known:
+// lostReply says so.
+func (n *Name) releaseCode(fl *flight, r Reply) (code int64, lostReply error) {
+	if r.Code != -1 || fl.lost == nil {
+		return r.Code, nil
+	}
+	switch {
+	case !n.ID.Kind.permit() && r.Value == "~"+fenceOf(fl.call.Owner):
+		return 0, nil
+	case n.ID.Kind.permit() || r.Value != "":
+		return -1, fl.lost
+	}
+	return -1, nil
+}
+
+// released applies the end of the release of h (fl, its last reply r,
+// callErr when it could not be confirmed): the error Unlock reports, and
+// whether the name is settled already (a release that must be released
+// again went out).
+func (n *Name) released(fl *flight, h *hold, r Reply, callErr error, now time.Time) (err error, settled bool) {
+	c := fl.call
+	code, lostReply := n.releaseCode(fl, r)
+	lease := n.s.rules.Lease
+	switch {
 	case errors.Is(callErr, ErrUnconfirmed) && c.Mode == Release && !now.Before(h.redisBy) && h.unsure.IsZero():
 		// Not confirmed in time, but the key has surely expired since
 		// (nothing of ours can have extended it): as good as released for
@@ -244,7 +282,7 @@ func (n *Name) releaseReply(r Reply, now time.Time) (*Call, error) {
 		if n.releaseFailed(fl, h, now) {
 			// It may have kept the key for a lease: release it.
 			n.launch(n.releaseStray(h.fence, true, now))
-			return nil, err
+			return err, true
 		}
 	case code == -1 && lostReply != nil:
 		// Released by the try whose reply was lost (granted on), or taken
@@ -268,49 +306,51 @@ func (n *Name) releaseReply(r Reply, now time.Time) (*Call, error) {
 	case code == 1 && c.Mode == Requeue:
 		// Queued again for our waiters: the grant message wakes the head;
 		// the timer is the safety net.
-		n.st, n.w.recheck, n.w.entryAt = Queued, now.Add(n.s.rules.Lease), r.Sent
+		n.st, n.w.recheck, n.w.entryAt = Queued, now.Add(lease), r.Sent
 	case code == 1 && r.Lingering && len(n.waiters) > 0 && !n.s.closed:
 		// A waiter came while the release was in flight: it waits for the
 		// grant in the entry the release made, which the renewals now
 		// keep, asking Redis at the latest when the entry may lapse.
-		n.st, n.w.entryAt, n.w.recheck = Queued, r.Sent, r.Sent.Add(n.s.rules.Lease/2-n.s.margin)
+		n.st, n.w.entryAt, n.w.recheck = Queued, r.Sent, r.Sent.Add(lease/2-n.s.margin)
 	case code == 1 && r.Lingering:
 		n.st, n.w.entryAt = Lingering, r.Sent
-		n.w.linger = span{r.Sent.Add(n.s.rules.Lease/2 - n.s.margin), now.Add(n.s.rules.Lease/2 + n.s.margin)}
+		n.w.linger = span{r.Sent.Add(lease/2 - n.s.margin), now.Add(lease/2 + n.s.margin)}
 		n.s.due(n.w.linger.to)
-	case code == 4 && !now.Before(maxTime(h.deadline, r.Sent.Add(n.s.rules.Lease-n.s.margin))):
+	case code == 4 && !now.Before(maxTime(h.deadline, r.Sent.Add(lease-n.s.margin))):
 		// Kept, but answered after that lease could have run out: release
 		// it (if it is still ours).
 		n.launch(n.releaseStray(h.fence, true, now))
-		return nil, nil
+		return nil, true
 	case code == 4:
 		n.kept(h, r.Sent, now, fl.stale)
-	case code == 2 && !now.Before(r.Sent.Add(n.s.rules.Lease-n.s.margin)):
+	case code == 2 && !now.Before(r.Sent.Add(lease-n.s.margin)):
 		// Kept for our waiter, but answered after that lease could have
 		// run out: release it (if it is still ours); the head asks again.
 		n.seen = max(n.seen, r.Fence)
 		n.launch(n.releaseStray(r.Fence, h.wasCache, now))
-		return nil, nil
+		return nil, true
 	case code == 2:
-		n.seen = max(n.seen, r.Fence)
-		h.owner, h.fence, h.passes, h.since, h.waited = n.owner(r.Fence), r.Fence, 0, now, true
-		h.deadline, h.redisBy = r.Sent.Add(n.s.rules.Lease-n.s.margin), now.Add(n.s.rules.Lease)
-		n.st, n.hold = Held, h
-		if len(n.waiters) > 0 && !n.s.closed {
-			n.handHead(h, 0, now, HowFree)
-			n.trackHold(now)
-			if fl.stale {
-				// The key changed, or a connection dropped, while we
-				// released: make sure it is ours.
-				n.checkHold(now)
-			}
+		n.keptForWaiter(h, r, fl.stale, now)
+	}
+	return err, false
+}
+
+// keptForWaiter applies a release in mode Requeue that kept the lock for
+// our waiter under a new fence (nobody else was queued).
+func (n *Name) keptForWaiter(h *hold, r Reply, stale bool, now time.Time) {
+	n.seen = max(n.seen, r.Fence)
+	h.owner, h.fence, h.passes, h.since, h.waited = n.owner(r.Fence), r.Fence, 0, now, true
+	h.deadline, h.redisBy = r.Sent.Add(n.s.rules.Lease-n.s.margin), now.Add(n.s.rules.Lease)
+	n.st, n.hold = Held, h
+	if len(n.waiters) > 0 && !n.s.closed {
+		n.handHead(h, 0, now, HowFree)
+		n.trackHold(now)
+		if stale {
+			// The key changed, or a connection dropped, while we
+			// released: make sure it is ours.
+			n.checkHold(now)
 		}
 	}
-	if err == nil {
-		err = fl.report
-	}
-	n.settle(now)
-	return nil, err
 }
 
 // strayReleased applies the end of a release of a stray grant (fl).
@@ -346,11 +386,6 @@ func (n *Name) releaseFailed(fl *flight, h *hold, now time.Time) (mayKeep bool) 
 		n.st, n.w.recheck = Queued, time.Time{}
 	}
 	return fl.call.Mode == Keep
-}
-
-// lostErr is the error of a hold found lost for cause, at when.
-func (n *Name) lostErr(cause Cause, when string) error {
-	return &LostError{Name: n.ID.Name, Kind: n.ID.Kind, Cause: cause, When: when}
 }
 
 // lose ends the hold: its lock, if any, reports ErrLockLost with cause
@@ -422,29 +457,24 @@ func fenceOf(owner string) string {
 	return ""
 }
 
-// LostError is the error of a lock that stopped being ours: it matches
-// ErrLockLost, and says why in one line.
-type LostError struct {
-	Name  string
-	Kind  Kind
-	Cause Cause
-	When  string // "" or when it was found ("before Unlock")
+// Unlock ends l and decides what becomes of its hold: passed to the next
+// waiter of the session, kept, or released by the returned call, which the
+// caller makes inline (and whose reply's error, from Replied, Unlock
+// reports). err is why l could not be unlocked (it had ended).
+func (s *Session) Unlock(l *Lock, now time.Time) (*Call, error) {
+	n := l.Name
+	n.expire(now)
+	return n.unlock(l, now, true)
 }
 
-func (e *LostError) Error() string {
-	what := "lock"
-	switch e.Kind {
+// UnlockOp names an Unlock of a hold of id.
+func UnlockOp(id ID) string {
+	q := strconv.Quote(keyspace.Truncate(id.Name))
+	switch id.Kind {
 	case SemKind:
-		what = "permit of semaphore"
+		return "release a permit of semaphore " + q
 	case ElectKind:
-		what = "leadership of election"
+		return "resign from election " + q
 	}
-	s := fmt.Sprintf("baton: %s %q lost", what, keyspace.Truncate(e.Name))
-	if e.When != "" {
-		s += " " + e.When
-	}
-	return s + ": " + e.Cause.String()
+	return "unlock " + q
 }
-
-// Is makes a LostError match ErrLockLost.
-func (e *LostError) Is(target error) bool { return target == ErrLockLost }

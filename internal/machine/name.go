@@ -2,11 +2,8 @@ package machine
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
-
-	"github.com/batonlock/baton/internal/keyspace"
 )
 
 // State says where a session stands with one name. Each state's data is
@@ -153,171 +150,6 @@ func (n *Name) start(st State, c *Call) *Call {
 
 // launch sends c in the background.
 func (n *Name) launch(c *Call) { n.s.send(c) }
-
-// join adds a waiter of Lock.
-func (n *Name) join(w *Waiter, now time.Time) {
-	n.waiters = append(n.waiters, w)
-	if len(n.waiters) > 1 {
-		return
-	}
-	n.subErr = nil // a new waiter tries the subscription again
-	switch n.st {
-	case Lingering:
-		// Queued by our own release: wait for the grant (the renewal tick
-		// keeps the entry now that we wait), asking Redis at the latest
-		// when the entry may have lapsed.
-		n.st, n.w.recheck, n.w.linger = Queued, n.w.linger.from, span{}
-	case Held:
-		if n.s.rules.Sharded && n.sub == subNone {
-			// Contended inside the session: listen for grants before the
-			// holder's release queues us.
-			n.subscribe()
-		}
-	case Cached:
-		// Not taken (the hold is suspect): release it, which tells whether
-		// it was still ours; the waiter asks Redis after.
-		n.dropCache(now)
-	case Idle, Unknown:
-		n.w.recheck = time.Time{} // nothing will wake us: ask now
-	}
-}
-
-func (n *Name) subscribe() {
-	n.sub = subPending
-	n.s.out.Subscribe = append(n.s.out.Subscribe, n)
-}
-
-// poll is the head waiter's turn: the lock when w has been handed one,
-// else a call to make, else when to look again (zero: when woken).
-func (n *Name) poll(w *Waiter, now time.Time) (Turn, error) {
-	if w.lock != nil {
-		return Turn{Lock: w.lock}, nil
-	}
-	if w.err != nil {
-		return Turn{}, w.err
-	}
-	if n.subErr != nil {
-		return Turn{}, &OpError{n.acquireOp(false), fmt.Errorf("subscribe to its grant channel: %w", n.subErr)}
-	}
-	t := Turn{Unsure: n.w.unsure}
-	if len(n.waiters) == 0 || n.waiters[0] != w || !n.st.free() && n.st != Queued || n.s.closed {
-		return t, nil
-	}
-	if n.s.rules.Sharded && n.sub == subPending {
-		return t, nil // woken once subscribed
-	}
-	if now.Before(n.w.recheck) {
-		t.At = n.w.recheck
-		return t, nil
-	}
-	w.tries++
-	n.w.stale = false
-	queue := !n.s.rules.Sharded || n.sub == subReady
-	t.Call = n.start(Acquiring, &Call{Kind: AcquireCall, Queue: queue, Track: w.tries > 1, Until: now.Add(n.s.rules.Lease)})
-	n.fl.w = w
-	return t, nil
-}
-
-// tryCall starts TryLock's single attempt, or says why it cannot.
-func (n *Name) tryCall(now time.Time) (*Call, error) {
-	if !n.st.free() || len(n.waiters) > 0 {
-		return nil, fmt.Errorf("%w: %q is held or awaited by this session", ErrNotAcquired, keyspace.Truncate(n.ID.Name))
-	}
-	c := n.start(Acquiring, &Call{Kind: AcquireCall, Until: now.Add(n.s.rules.Lease)})
-	n.fl.try = true
-	return c, nil
-}
-
-// cancel removes a waiter that stops waiting (its ctx ended, the session
-// closed, a permanent error). A lock handed to it meanwhile is released.
-func (n *Name) cancel(w *Waiter, now time.Time) {
-	if l := w.lock; l != nil {
-		if l.Err == nil {
-			if c, _ := n.unlock(l, now, false); c != nil {
-				n.launch(c)
-			}
-		}
-		return
-	}
-	for i, x := range n.waiters {
-		if x == w {
-			if n.waiters = slices.Delete(n.waiters, i, i+1); len(n.waiters) == 0 {
-				n.waiters = nil // slices.Delete cleared the vacated slot
-			}
-			if i == 0 {
-				n.wakeHead()
-			}
-			break
-		}
-	}
-	n.settle(now)
-}
-
-func (n *Name) wakeHead() {
-	if len(n.waiters) > 0 {
-		n.s.out.Wake = append(n.s.out.Wake, n.waiters[0])
-	}
-}
-
-// invalidated applies a tracking invalidation of the key. A held key was
-// deleted, overwritten or changed: check it at once; a cached one is
-// released, which tells whether it was still ours. Else, if our session is
-// next in line (or not queued), the head looks again; sessions further
-// back wait for their grant.
-func (n *Name) invalidated(now time.Time) {
-	switch {
-	case n.st == Cached:
-		n.dropCache(now)
-	case n.st == Held:
-		n.checkHold(now)
-	case n.st == Acquiring || n.st == Releasing:
-		n.fl.stale = true
-	case (n.st.free() || n.st == Queued && n.w.pos <= 0) && len(n.waiters) > 0:
-		// A grant to us changes the key too; give its message a moment
-		// to arrive before asking Redis.
-		n.w.stale = true
-		n.w.recheck = now.Add(staleGrace)
-		n.wakeHead()
-	}
-}
-
-// reconnected applies a dropped connection or subscription, or a flush:
-// notifications and grants may have been lost. A hold is suspect until
-// renewed (Redis may have lost it), a cached one is released, the head
-// asks Redis again, and a lingering session leaves the queue, passing on
-// what was granted to it.
-func (n *Name) reconnected(now time.Time) {
-	switch n.st {
-	case Cached:
-		n.dropCache(now)
-	case Held:
-		n.hold.suspect = true
-		n.checkHold(now)
-	case Acquiring, Releasing, Leaving:
-		n.fl.stale = true
-	case Idle, Unknown, Queued:
-		n.w.stale, n.w.recheck = true, time.Time{}
-		n.wakeHead()
-	case Lingering:
-		n.st, n.w.linger = Queued, span{}
-		n.settle(now)
-	}
-}
-
-// entryRenewed applies a refresh of our queue entry sent at sent: when it
-// is there, a grant that consumes it runs after sent; when it is gone
-// (Redis restarted, it was pruned, or an attempt whose reply was lost took
-// the lock instead), the head asks again. The state stays Queued: leaving
-// then dequeues, which releases what such an attempt took.
-func (n *Name) entryRenewed(ok bool, sent time.Time) {
-	switch {
-	case ok && n.st == Queued:
-		n.w.entryAt = maxTime(n.w.entryAt, sent)
-	case !ok && n.st == Queued:
-		n.w.recheck = time.Time{}
-		n.wakeHead()
-	}
-}
 
 // close applies the session's Close: locks end with ErrClosed, waiters are
 // woken (their Poll says ErrClosed), and what Redis holds of ours is
@@ -496,39 +328,6 @@ const staleGrace = 5 * time.Millisecond
 
 func (n *Name) owns() bool { return n.st.owns() }
 
-// acquireOp names a Lock (or, with try, TryLock) call on n as its caller
-// made it: on a lock, a semaphore or an election.
-func (n *Name) acquireOp(try bool) string { return AcquireOp(n.ID, try) }
-
-// AcquireOp names a Lock (or, with try, TryLock) call on id as its caller
-// made it.
-func AcquireOp(id ID, try bool) string {
-	q := strconv.Quote(keyspace.Truncate(id.Name))
-	switch {
-	case id.Kind == SemKind && try:
-		return "try a permit of semaphore " + q
-	case id.Kind == SemKind:
-		return "acquire a permit of semaphore " + q
-	case id.Kind == ElectKind:
-		return "campaign in election " + q
-	case try:
-		return "trylock " + q
-	}
-	return "lock " + q
-}
-
-// UnlockOp names an Unlock of a hold of id.
-func UnlockOp(id ID) string {
-	q := strconv.Quote(keyspace.Truncate(id.Name))
-	switch id.Kind {
-	case SemKind:
-		return "release a permit of semaphore " + q
-	case ElectKind:
-		return "resign from election " + q
-	}
-	return "unlock " + q
-}
-
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -541,4 +340,31 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// Launch puts c, a call the shell got from an event but will not make
+// itself, in the outbox.
+func (s *Session) Launch(c *Call) { s.send(c) }
+
+// Replied applies the reply of c, read at now. next is the same operation's
+// next try, for the caller making c to make inline (zero pause: at once);
+// l is TryLock's lock when its attempt took the name; err is what the
+// caller reports when next is nil (Unlock's release, TryLock's attempt, a
+// waiter's attempt refused for good). Calls for other purposes go to
+// Ready.
+func (s *Session) Replied(c *Call, r Reply, now time.Time) (next *Call, l *Lock, err error) {
+	n := c.Name
+	if n == nil || n.seq != c.Seq || !n.st.inCall() {
+		panic(fmt.Sprintf("baton: reply for a call not in flight: %s of %q", c.Kind, c.ID.Name))
+	}
+	switch c.Kind {
+	case AcquireCall:
+		return n.acquireReply(r, now)
+	case ReleaseCall:
+		next, err = n.releaseReply(r, now)
+		return next, nil, err
+	default:
+		next, err = n.dequeueReply(r, now)
+		return next, nil, err
+	}
 }

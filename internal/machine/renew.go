@@ -195,3 +195,18 @@ func (n *Name) dequeueReply(r Reply, now time.Time) (*Call, error) {
 	n.settle(now)
 	return nil, err
 }
+
+// entryRenewed applies a refresh of our queue entry sent at sent: when it
+// is there, a grant that consumes it runs after sent; when it is gone
+// (Redis restarted, it was pruned, or an attempt whose reply was lost took
+// the lock instead), the head asks again. The state stays Queued: leaving
+// then dequeues, which releases what such an attempt took.
+func (n *Name) entryRenewed(ok bool, sent time.Time) {
+	switch {
+	case ok && n.st == Queued:
+		n.w.entryAt = maxTime(n.w.entryAt, sent)
+	case !ok && n.st == Queued:
+		n.w.recheck = time.Time{}
+		n.wakeHead()
+	}
+}

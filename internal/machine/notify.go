@@ -4,9 +4,11 @@ import (
 	"time"
 )
 
-// The grant side of the machine: grant messages, which a release publishes
-// to the session it gave the lock to, the subscription they come on
-// (Redis Cluster), and an election's announcements.
+// Notices: what Redis tells a session unasked. Grant messages, which a
+// release publishes to the session it gave the lock to, and the
+// subscription they come on (Redis Cluster); tracking invalidations of a
+// key; a dropped connection or a flush; an election's announcements. (A
+// recall is in cache.go.)
 
 // grant is a grant message: the fence Redis gave us and when we read it.
 type grant struct {
@@ -118,5 +120,102 @@ func (n *Name) announced(fence uint64, member string, now time.Time) {
 		n.lose(now, TakenOver, true)
 	case fence > n.hold.fence:
 		n.lose(now, Superseded, true)
+	}
+}
+
+// Granted applies a grant message for id read at now (made if new: a grant
+// can be the first we hear of a name).
+func (s *Session) Granted(id ID, fence uint64, now time.Time) {
+	n := s.name(id)
+	if n.expire(now); n.gone {
+		n = s.name(id)
+	}
+	n.granted(grant{fence: fence, read: now}, now)
+}
+
+// Invalidated applies a tracking invalidation of lock lname's key.
+func (s *Session) Invalidated(lname string, now time.Time) {
+	if n := s.names[ID{Name: lname}]; n != nil {
+		if n.expire(now); !n.gone {
+			n.invalidated(now)
+		}
+	}
+}
+
+// Subscribed applies the confirmation of id's grant subscription (Redis
+// Cluster): first, or again after a failure (a grant may have been missed).
+func (s *Session) Subscribed(id ID, now time.Time) {
+	if n := s.names[id]; n != nil {
+		if n.expire(now); !n.gone {
+			n.subscribed(now)
+		}
+	}
+}
+
+// SubRefused applies Redis refusing id's grant subscription: its waiters
+// fail with err.
+func (s *Session) SubRefused(id ID, err error) {
+	if n := s.names[id]; n != nil {
+		n.subRefused(err)
+	}
+}
+
+// Announced applies an announcement of election lname's new state, read at
+// now: fence is the new leader's (member) or, with member "", the last one
+// issued once nobody leads. A leadership of ours that it supersedes is
+// over: another campaign leads under a newer fence, or nobody does.
+func (s *Session) Announced(lname string, fence uint64, member string, now time.Time) {
+	s.each(func(n *Name) {
+		if n.ID.Kind == ElectKind && n.ID.Name == lname {
+			if n.expire(now); n.gone {
+				return
+			}
+			n.announced(fence, member, now)
+		}
+	})
+}
+
+// invalidated applies a tracking invalidation of the key. A held key was
+// deleted, overwritten or changed: check it at once; a cached one is
+// released, which tells whether it was still ours. Else, if our session is
+// next in line (or not queued), the head looks again; sessions further
+// back wait for their grant.
+func (n *Name) invalidated(now time.Time) {
+	switch {
+	case n.st == Cached:
+		n.dropCache(now)
+	case n.st == Held:
+		n.checkHold(now)
+	case n.st == Acquiring || n.st == Releasing:
+		n.fl.stale = true
+	case (n.st.free() || n.st == Queued && n.w.pos <= 0) && len(n.waiters) > 0:
+		// A grant to us changes the key too; give its message a moment
+		// to arrive before asking Redis.
+		n.w.stale = true
+		n.w.recheck = now.Add(staleGrace)
+		n.wakeHead()
+	}
+}
+
+// reconnected applies a dropped connection or subscription, or a flush:
+// notifications and grants may have been lost. A hold is suspect until
+// renewed (Redis may have lost it), a cached one is released, the head
+// asks Redis again, and a lingering session leaves the queue, passing on
+// what was granted to it.
+func (n *Name) reconnected(now time.Time) {
+	switch n.st {
+	case Cached:
+		n.dropCache(now)
+	case Held:
+		n.hold.suspect = true
+		n.checkHold(now)
+	case Acquiring, Releasing, Leaving:
+		n.fl.stale = true
+	case Idle, Unknown, Queued:
+		n.w.stale, n.w.recheck = true, time.Time{}
+		n.wakeHead()
+	case Lingering:
+		n.st, n.w.linger = Queued, span{}
+		n.settle(now)
 	}
 }
