@@ -70,6 +70,7 @@ type wrun struct {
 	subLag     time.Duration    // longest (l) waited for subscriptions to go
 	bursts     int              // bursts begun (Workload.Bursts)
 	afterBurst [][]sample       // per lock name, its key read at the end of each burst
+	swept      map[string]int   // the keys under the prefix once every Client closed, by verdict (finalScan)
 
 	howMu sync.Mutex
 	hows  map[howKey]baton.How // how each acquisition was made, from the Observer (workload_cache.go)
@@ -155,8 +156,9 @@ func newWrun(cfg Workload) (*wrun, error) {
 }
 
 // connect opens the checker's own Redis connection (r.rc), with which it
-// inspects keys, and deletes what a previous run left under the names, so
-// that what the scans find is this run's. On an error nothing is left open.
+// inspects keys, and deletes every key a previous run left under the
+// prefix, so that what the scans find is this run's. On an error nothing
+// is left open.
 func (r *wrun) connect(ctx context.Context) error {
 	ro := r.cfg.Redis()
 	ro.DisableCache = true
@@ -166,12 +168,13 @@ func (r *wrun) connect(ctx context.Context) error {
 		return fmt.Errorf("checker: connect: %w", err)
 	}
 	r.rc = rc
-	keys := []string{}
-	for i := range r.names {
-		k := r.keyOf(i)
-		keys = append(keys, k, k+":q")
+	keys, err := scanKeys(ctx, rc, r.cfg.KeyPrefix)
+	for len(keys) > 0 && err == nil {
+		n := min(len(keys), 500)
+		err = rc.Do(ctx, rc.B().Del().Key(keys[:n]...).Build()).Error()
+		keys = keys[n:]
 	}
-	if err := rc.Do(ctx, rc.B().Del().Key(keys...).Build()).Error(); err != nil {
+	if err != nil {
 		rc.Close()
 		return fmt.Errorf("checker: reset keys: %w", err)
 	}

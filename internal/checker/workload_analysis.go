@@ -40,6 +40,7 @@ func (r *wrun) analyse() WorkloadReport {
 	}
 	r.childrenStatsLocked(&rep)
 	rep.Changes, rep.MaxSubLag = r.changesText(), r.subLag
+	rep.FinalKeys = r.swept
 	rep.Failures, rep.Counts = r.fails, r.nfails
 	if r.netAfterCtx > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d calls returned a network error after their own ctx had ended (allowed)", r.netAfterCtx))

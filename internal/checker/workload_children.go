@@ -21,7 +21,8 @@ package checker
 //     taken by it for two leases of the child after the kill;
 //   - a child's wait is judged by (d) until the kill and by (e) if it
 //     acquired; its acquisitions count as turns of its session (e);
-//   - what a child leaves in Redis lapses with its lease: (f) excuses it;
+//   - what a child leaves in Redis lapses with its lease (its instance
+//     record in a day): (f) excuses it;
 //   - (k) takes a child's leadership as returned if the child wrote that
 //     it held it, or if a reader saw it first before the kill plus
 //     WaitBound (granted before the death, the child killed before it
@@ -49,6 +50,7 @@ type wchild struct {
 	ws   *wsession
 	name int
 	call *wcall
+	pid  int // its process id, once started
 }
 
 // children starts a child at random intervals of mean ChildEvery until
@@ -106,6 +108,7 @@ func (r *wrun) runChild(rng *rand.Rand) {
 		r.failf(oErr, "starting child %s: %v", k.ws.label, err)
 		return
 	}
+	k.pid = cmd.Process.Pid // read by instanceOwner once k is in r.kids
 	lines := make(chan string, 8)
 	go func() {
 		defer close(lines)

@@ -4,7 +4,6 @@ package checker
 // the end, timed, and what must hold once they returned (oracles (f), (g)).
 
 import (
-	"context"
 	"errors"
 	"math/rand/v2"
 	"slices"
@@ -249,8 +248,8 @@ func (r *wrun) drainOps(sessions []*wsession) bool {
 }
 
 // checkLeftovers is checkClosed's Redis check, made at after: no lock key
-// names a session of closed as its owner and no live queue entry names
-// one; info says how each was closed.
+// names a session of closed as its owner, no live queue entry names one,
+// and no cache mark does; info says how each was closed.
 func (r *wrun) checkLeftovers(closed map[string]*wsession, info map[*wsession]closeInfo, after time.Time) {
 	st, err := r.scan(r.hard)
 	if err != nil {
@@ -272,35 +271,11 @@ func (r *wrun) checkLeftovers(closed map[string]*wsession, info map[*wsession]cl
 					ws.label, ci.by, r.at(ci.cs), r.at(ci.ce), r.at(after), ks.name, r.labels(ks.queue), ks.entries[m])
 			}
 		}
-	}
-}
-
-// finalScan: every Client has closed; Redis must hold no lock key naming
-// an owner and no live queue entry.
-func (r *wrun) finalScan(ctx context.Context) {
-	st, err := r.scan(ctx)
-	if err != nil {
-		r.failf(oClose, "after every Client closed: %v", err)
-		return
-	}
-	// Entries of a session whose Close reported an error in a fault may
-	// stay until their deadlines.
-	excused := func(m string) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		ws := r.members[m]
-		return ws != nil && r.cleanupExcusedLocked(ws)
-	}
-	for _, ks := range st {
-		if ks.owner != "" && !excused(ks.owner) {
-			r.failf(oClose, "after every Client closed, %s is still held by %s (value %q, PTTL %dms)",
-				ks.name, r.labels([]string{ks.owner})[0], ks.value, ks.pttl)
-		}
-		live := slices.DeleteFunc(slices.Clone(ks.live), excused)
-		if len(live) > 0 {
-			r.failf(oClose, "after every Client closed, %s still queues %v (queue %v, entries %v)",
-				ks.name, r.labels(live), r.labels(ks.queue), ks.entries)
+		if m, ok := splitHolder(ks.cache); ok && closed[m] != nil {
+			ws := closed[m]
+			ci := info[ws]
+			r.failf(oClose, "%s (closed by %s %s..%s): at %s, after its calls ended, Redis still has its cache mark %s:c (value %q, PTTL %dms)",
+				ws.label, ci.by, r.at(ci.cs), r.at(ci.ce), r.at(after), r.lockKey(ks.name), ks.cache, ks.cttl)
 		}
 	}
-	r.semFinalScan(ctx, excused)
 }

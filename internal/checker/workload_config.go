@@ -54,6 +54,8 @@ type Workload struct {
 	// keys); it should reach Redis directly, not through a proxy.
 	Redis func() rueidis.ClientOption
 	// KeyPrefix is baton's KeyPrefix and begins the names; default "wl".
+	// RunWorkload deletes every key under it ("<KeyPrefix>:*") first, and
+	// judges every key under it at the end (oracle (f)).
 	KeyPrefix string
 
 	// SessionCloseEvery is the mean time between two Session.Close calls

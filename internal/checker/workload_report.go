@@ -96,12 +96,17 @@ func (r *wrun) failLocked(oracle, format string, args ...any) {
 // (f) Nothing survives a Close. When Session.Close or Client.Close
 // returns, every Lock the session(s) ever returned has Done closed, and a
 // Lock call returning afterwards returns no live lock; once the session's
-// calls in flight have returned, no lock key in Redis names it as owner
-// and no live queue entry (deadline not past) names it; after every Client
-// closed, no lock key names any owner (a value not beginning with "~") and
-// no live queue entry is left. The Redis part excuses only a session with a
-// fault window (plus grace) within its lease before its Close, or during
-// it: a call lost to the fault leaves what lapses within the lease.
+// calls in flight have returned, no lock key in Redis names it as owner,
+// no live queue entry (deadline not past) names it, and no cache mark
+// "<key>:c" does (nor, for semaphores and elections, what
+// workload_semaphore.go lists); after every Client closed, every key
+// under the prefix (SCAN) is a fence marker: a lock key holding
+// "~<fence>" for an hour at most, or a semaphore's or election's hash
+// holding only "#f" and "#l", with a TTL (workload_leftovers.go). The
+// Redis part excuses only a session with a fault window (plus grace)
+// within its lease before its Close, or during it: a call lost to the
+// fault leaves what lapses within the lease; so does a killed child, and
+// the instance record of such a Client or child lapses in a day.
 //
 // (g) Every Session.Close and Client.Close returns within
 // Workload.CloseBound (default the longest lease + 1 s).
@@ -201,6 +206,10 @@ type WorkloadReport struct {
 	Phantoms, DeadLeaders int           // leaders read whose Campaign returned an error, or a child's killed while waiting (k)
 	MaxSubLag             time.Duration // longest a subscription outlived its Observe or Client (l), when it went in time
 
+	// FinalKeys counts the keys under the prefix once every Client
+	// closed, by verdict (f): "fence markers", "excused", "left".
+	FinalKeys map[string]int
+
 	Failures map[string][]string // by oracle, the first messages
 	Counts   map[string]int      // by oracle, all failures
 	Leaked   string
@@ -286,6 +295,7 @@ func (r WorkloadReport) String() string {
 		fmt.Fprintf(&b, "observers: %d Observe calls, %d leaders read (phantoms %d, dead children %d); subscriptions gone within %s when they went in time\n",
 			r.Observes, r.LeadersSeen, r.Phantoms, r.DeadLeaders, ms(r.MaxSubLag))
 	}
+	fmt.Fprintf(&b, "keys under the prefix once every Client closed (f): %v\n", fmtMap(r.FinalKeys))
 	fmt.Fprintf(&b, "overlaps %d (inside one session %d), token inversions %d, most overtakes of a semaphore waiter %d",
 		r.Overlaps, r.OverlapsBetweenGoroutines, r.TokenInversions, r.MaxOvertakes)
 	if f := r.Failed(); len(f) > 0 {

@@ -39,11 +39,14 @@ package checker
 // approximate (see baton.Semaphore).
 //
 // (f) Once a closed session's calls have returned, no holder field of
-// the semaphore's hash "<prefix>:s:{<name>}" and no live entry of its
-// queue names one of the session's permit slots ("<member>.<slot>"); once
-// every Client closed, the hash holds no holder field at all (only its
-// "#" fields) and the queue key ":q" is gone. Only sessions a
-// fault excuses (as for locks) may leave something, which lapses.
+// the semaphore's hash "<prefix>:s:{<name>}" (an election's
+// "<prefix>:e:{<name>}"), no live entry of its queue, and no election
+// value "#v:<slot>" or pending mark "#p:<slot>" names one of the
+// session's permit or campaign slots ("<member>.<slot>",
+// "<member>.e<slot>"); once every Client closed, the hash holds only "#f"
+// and "#l" and the queue key ":q" is gone (workload_leftovers.go). Only
+// sessions a fault excuses (as for locks) and killed children may leave
+// something, which lapses.
 
 import (
 	"cmp"

@@ -1,12 +1,12 @@
 package checker
 
 // Oracle (f) for semaphores and elections in the workload (see
-// workload_semaphore.go): what their keys hold after a Close.
+// workload_semaphore.go): what their keys hold for the sessions a Close
+// ended (once every Client closed, workload_leftovers.go reads every key).
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,12 +20,13 @@ type semState struct {
 	queue   []string          // the queue's slots, in order (see queueOf)
 	entries map[string]string // slot -> its queue entry
 	live    []string          // queued slots whose deadline is not past
+	marks   map[string]string // an election's values "#v:<slot>" and pending marks "#p:<slot>"
 }
 
-// semScan reads every semaphore's keys (one pipeline, retried: faults may
-// kill the connection).
+// semScan reads the keys of every semaphore and election (one pipeline,
+// retried: faults may kill the connection).
 func (r *wrun) semScan(ctx context.Context) ([]semState, error) {
-	if len(r.cfg.Semaphores) == 0 {
+	if len(r.names) == r.cfg.Names { // no semaphore, no election
 		return nil, nil
 	}
 	return thrice("reading the semaphore keys", func() ([]semState, error) { return r.semScanOnce(ctx) })
@@ -54,9 +55,12 @@ func (r *wrun) semScanOnce(ctx context.Context) ([]semState, error) {
 		if err != nil && !rueidis.IsRedisNil(err) {
 			return nil, err
 		}
-		st.holders = map[string]string{}
+		st.holders, st.marks = map[string]string{}, map[string]string{}
 		for f, v := range all {
-			if !strings.HasPrefix(f, "#") {
+			switch {
+			case strings.HasPrefix(f, "#v:"), strings.HasPrefix(f, "#p:"):
+				st.marks[f] = v
+			case !strings.HasPrefix(f, "#"):
 				st.holders[f] = v
 			}
 		}
@@ -70,9 +74,10 @@ func (r *wrun) semScanOnce(ctx context.Context) ([]semState, error) {
 	return out, nil
 }
 
-// semClosed is (f) for the semaphores after the Close of the sessions in
-// closed (by member; those a fault excuses left out) returned and their
-// calls ended.
+// semClosed is (f) for the semaphores and elections after the Close of
+// the sessions in closed (by member; those a fault excuses left out)
+// returned and their calls ended: no holder field, no live queue entry,
+// no election value and no pending mark names one of their slots.
 func (r *wrun) semClosed(closed map[string]*wsession, after time.Time) {
 	st, err := r.semScan(r.hard)
 	if err != nil {
@@ -99,44 +104,15 @@ func (r *wrun) semClosed(closed map[string]*wsession, after time.Time) {
 					closedText(ws), r.at(after), f, s.name, r.slotLabelsLocked(s.queue), s.entries[f])
 			}
 		}
-	}
-}
-
-// semFinalScan is (f) for the semaphores once every Client closed: no
-// holder field and no queue key left, but for sessions a fault excuses
-// (excused takes a session member).
-func (r *wrun) semFinalScan(ctx context.Context, excused func(member string) bool) {
-	st, err := r.semScan(ctx)
-	if err != nil {
-		r.failf(oClose, "after every Client closed: %v", err)
-		return
-	}
-	for _, s := range st {
-		var left []string
-		for _, f := range mapKeys(s.holders) {
-			if !excused(slotSession(f)) {
-				left = append(left, f+"="+s.holders[f])
+		for _, f := range mapKeys(s.marks) {
+			if ws := closed[slotSession(f[3:])]; ws != nil {
+				what := "election value"
+				if f[1] == 'p' {
+					what = "pending mark"
+				}
+				r.failLocked(oClose, "%s: at %s, after its calls ended, the hash of %s still has the %s %s of its slot %s (%q)",
+					closedText(ws), r.at(after), s.name, what, f, f[3:], s.marks[f])
 			}
 		}
-		if len(left) > 0 {
-			r.failf(oClose, "after every Client closed, the hash of %s still has holders %v (%v)", s.name, r.slotLabels(left), left)
-		}
-		// Every entry counts, live or dead: the queue key must be gone.
-		entries := slices.DeleteFunc(mapKeys(s.entries), func(f string) bool { return excused(slotSession(f)) })
-		if len(entries) > 0 {
-			r.failf(oClose, "after every Client closed, the queue key of %s is not gone: %v (queue %v, entries %v)",
-				s.name, r.slotLabels(entries), s.queue, s.entries)
-		}
 	}
-}
-
-// slotLabels labels fields, each "<slot>" or "<slot>=<value>".
-func (r *wrun) slotLabels(fields []string) []string {
-	slots := make([]string, len(fields))
-	for i, f := range fields {
-		slots[i], _, _ = strings.Cut(f, "=")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.slotLabelsLocked(slots)
 }

@@ -201,7 +201,7 @@ func TestWorkloadSemLeftovers(t *testing.T) {
 	}
 	msgs := strings.Join(rep.Failures[oClose], "\n")
 	t.Logf("report:\n%s\n(f): %s", rep, msgs)
-	if !strings.Contains(msgs, "still has holders [?ghost.0") || !strings.Contains(msgs, "?ghost.1") {
+	if !strings.Contains(msgs, "the holder ghost.0 of ?ghost.0") || !strings.Contains(msgs, "?ghost.1") {
 		t.Fatalf("the leftovers were not found: %v", rep.Failures)
 	}
 	if rep.PermitAcquisitions == 0 {
