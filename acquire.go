@@ -38,7 +38,9 @@ func (s *Session) TryLock(ctx context.Context, name string) (*Lock, error) {
 
 // acquireOn is Lock (wait) or TryLock of the name p picks, a primitive pr.
 func (s *Session) acquireOn(ctx context.Context, pr Primitive, p machine.Pick, wait bool) (*Lock, error) {
-	p.Kind = pr.kind()
+	if p.Kind == machine.LockKind {
+		p.Kind = pr.kind()
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, &opError{Op: machine.AcquireOp(machine.ID{Name: p.Name, Kind: p.Kind}, !wait), Err: err}
 	}

@@ -23,19 +23,11 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 	if !ok1 || !ok2 || err != nil || !strings.HasPrefix(member, c.id) {
 		return // on a shard channel, grants to other clients
 	}
-	id := machine.ID{Name: lname}
-	smember := member
-	if sm, slot, ok := strings.Cut(member, "."); ok {
-		id.Kind = machine.SemKind
-		if e, ok := strings.CutPrefix(slot, "e"); ok {
-			id.Kind, slot = machine.ElectKind, e // an election's campaign slot: "<member>.e<slot>"
-		}
-		k, err := strconv.Atoi(slot)
-		if err != nil || k < 0 || k >= machine.MaxSlots {
-			return
-		}
-		smember, id.Slot = sm, int32(k)
+	smember, kind, slot, ok := machine.ParseMember(member)
+	if !ok {
+		return
 	}
+	id := machine.ID{Name: lname, Kind: kind, Slot: slot}
 	s := c.session(smember)
 	switch {
 	case fence == 0 && s != nil && id.Kind == machine.LockKind:

@@ -123,11 +123,13 @@ const (
 	PrimitiveSemaphore
 	// PrimitiveElection is the leadership of an Election.
 	PrimitiveElection
+	// PrimitiveRWMutex is a reader's or a writer's hold of an RWMutex.
+	PrimitiveRWMutex
 )
 
-var primitiveNames = [...]string{"", "lock", "semaphore", "election"}
+var primitiveNames = [...]string{"", "lock", "semaphore", "election", "rwmutex"}
 
-// String returns "lock", "semaphore" or "election" ("" for the zero
+// String returns "lock", "semaphore", "election" or "rwmutex" ("" for the zero
 // Primitive, which events about no particular name carry).
 func (p Primitive) String() string {
 	if int(p) < len(primitiveNames) {
@@ -154,6 +156,8 @@ func primitiveOf(k machine.Kind) Primitive {
 		return PrimitiveSemaphore
 	case machine.ElectKind:
 		return PrimitiveElection
+	case machine.ReadKind, machine.WriteKind:
+		return PrimitiveRWMutex
 	}
 	return PrimitiveLock
 }

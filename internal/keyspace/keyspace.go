@@ -40,6 +40,12 @@ func SemKey(prefix, name string) string { return prefix + ":s:{" + name + "}" }
 // are announced on "<prefix>:e:{<name>}:ev".
 func ElectKey(prefix, name string) string { return prefix + ":e:{" + name + "}" }
 
+// RWKey is a read-write lock's hash "<prefix>:w:{<name>}": "#f" the last
+// fence, and one field per holder member, "<fence>:<deadline ms>", a
+// reader's member ending in ".r<slot>", a writer's in ".w<slot>"; its
+// queue adds ":q".
+func RWKey(prefix, name string) string { return prefix + ":w:{" + name + "}" }
+
 // InstanceKey holds the Options.Instance of the client whose id (the first
 // 32 hex digits of every member of its sessions) is clientID, so that
 // operators see which process holds and waits. The client writes it at New

@@ -262,7 +262,9 @@ func (s *Session) Try(p Pick, now time.Time) (*Lock, *Call, *Waiter, error) {
 func (s *Session) pick(p Pick, wait bool) (*Name, error) {
 	switch p.Kind {
 	case SemKind:
-		return s.semSlot(p.Name, p.Limit, wait)
+		return s.semSlot(p.Name, SemKind, p.Limit, wait)
+	case ReadKind, WriteKind:
+		return s.semSlot(p.Name, p.Kind, 0, wait)
 	case ElectKind:
 		return s.electSlot(p.Name, p.Value)
 	}
@@ -475,6 +477,14 @@ func AcquireOp(id ID, try bool) string {
 		return "acquire a permit of semaphore " + q
 	case id.Kind == ElectKind:
 		return "campaign in election " + q
+	case id.Kind == ReadKind && try:
+		return "try a read lock of " + q
+	case id.Kind == ReadKind:
+		return "read-lock " + q
+	case id.Kind == WriteKind && try:
+		return "try a write lock of " + q
+	case id.Kind == WriteKind:
+		return "write-lock " + q
 	case try:
 		return "trylock " + q
 	}

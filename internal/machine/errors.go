@@ -84,6 +84,10 @@ func (e *LostError) Error() string {
 		what = "permit of semaphore"
 	case ElectKind:
 		what = "leadership of election"
+	case ReadKind:
+		what = "read lock"
+	case WriteKind:
+		what = "write lock"
 	}
 	s := fmt.Sprintf("baton: %s %q lost", what, keyspace.Truncate(e.Name))
 	if e.When != "" {

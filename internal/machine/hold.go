@@ -475,6 +475,10 @@ func UnlockOp(id ID) string {
 		return "release a permit of semaphore " + q
 	case ElectKind:
 		return "resign from election " + q
+	case ReadKind:
+		return "read-unlock " + q
+	case WriteKind:
+		return "write-unlock " + q
 	}
 	return "unlock " + q
 }

@@ -3,6 +3,7 @@ package machine
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/batonlock/baton/internal/keyspace"
 )
@@ -14,11 +15,16 @@ const (
 	LockKind  Kind = iota // a lock name
 	SemKind               // one permit slot of a session for a semaphore name
 	ElectKind             // one campaign slot of a session for an election name (a semaphore of 1)
+	ReadKind              // one reader slot of a session for a read-write lock name
+	WriteKind             // one writer slot of a session for a read-write lock name
 )
 
-// permit reports whether k is a semaphore's kind of machine (a semaphore's
-// or an election's slot): its hash holds permits, it is not tracked, and it
-// never passes a hold locally.
+// rw reports whether k is a read-write lock's kind of machine.
+func (k Kind) rw() bool { return k == ReadKind || k == WriteKind }
+
+// permit reports whether k is a semaphore's kind of machine (a semaphore's,
+// an election's or a read-write lock's slot): its hash holds permits, it
+// is not tracked, and it never passes a hold locally.
 func (k Kind) permit() bool { return k != LockKind }
 
 // ID identifies a machine in its session. A lock has one machine per
@@ -42,6 +48,10 @@ func (id ID) member(sm string) string {
 		return sm + "." + strconv.Itoa(int(id.Slot))
 	case ElectKind:
 		return sm + ".e" + strconv.Itoa(int(id.Slot))
+	case ReadKind:
+		return sm + ".r" + strconv.Itoa(int(id.Slot))
+	case WriteKind:
+		return sm + ".w" + strconv.Itoa(int(id.Slot))
 	}
 	return sm
 }
@@ -50,17 +60,18 @@ func (id ID) member(sm string) string {
 // the members a session queues), and the campaign slots of an election.
 const MaxSlots = 4096
 
-// semSlot picks the permit slot machine a caller joins, looking at the
-// slots up to the first that has no machine: for Acquire (wait), a slot
-// lingering in the queue without waiters (its entry is in line already),
-// else the first slot that is idle without waiters, so that each caller
-// has a member of its own in Redis; past MaxSlots busy slots, for Acquire,
-// the one with the fewest waiters.
-func (s *Session) semSlot(lname string, limit int, wait bool) (*Name, error) {
+// semSlot picks the permit slot machine a caller joins (kind SemKind, of
+// limit permits; or a read-write lock's ReadKind or WriteKind, limit 0),
+// looking at the slots up to the first that has no machine: for Acquire
+// (wait), a slot lingering in the queue without waiters (its entry is in
+// line already), else the first slot that is idle without waiters, so
+// that each caller has a member of its own in Redis; past MaxSlots busy
+// slots, for Acquire, the one with the fewest waiters.
+func (s *Session) semSlot(lname string, kind Kind, limit int, wait bool) (*Name, error) {
 	var free, linger, fewest *Name
 	k := 0
 	for ; k < MaxSlots; k++ {
-		n := s.names[ID{Name: lname, Kind: SemKind, Slot: int32(k)}]
+		n := s.names[ID{Name: lname, Kind: kind, Slot: int32(k)}]
 		if n == nil {
 			break
 		}
@@ -88,7 +99,7 @@ func (s *Session) semSlot(lname string, limit int, wait bool) (*Name, error) {
 	case free != nil:
 		n = free
 	case k < MaxSlots:
-		n = s.name(ID{Name: lname, Kind: SemKind, Slot: int32(k)})
+		n = s.name(ID{Name: lname, Kind: kind, Slot: int32(k)})
 	case wait && fewest != nil:
 		n = fewest
 	default:
@@ -123,4 +134,32 @@ func (s *Session) electSlot(lname, value string) (*Name, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: %q: %d campaigns of this session at once", ErrNotAcquired, keyspace.Truncate(lname), MaxSlots)
+}
+
+// ParseMember reads a member as grant messages name it: a session's member
+// (a lock), "<session>.<slot>" (a semaphore's permit slot), ".e<slot>" (an
+// election's campaign slot), ".r<slot>" or ".w<slot>" (a read-write lock's
+// reader or writer slot). It returns the session's member and the kind and
+// slot of the machine.
+func ParseMember(member string) (session string, kind Kind, slot int32, ok bool) {
+	sm, rest, dotted := strings.Cut(member, ".")
+	if !dotted {
+		return member, LockKind, 0, true
+	}
+	kind = SemKind
+	if rest != "" {
+		switch rest[0] {
+		case 'e':
+			kind, rest = ElectKind, rest[1:]
+		case 'r':
+			kind, rest = ReadKind, rest[1:]
+		case 'w':
+			kind, rest = WriteKind, rest[1:]
+		}
+	}
+	k, err := strconv.Atoi(rest)
+	if err != nil || k < 0 || k >= MaxSlots {
+		return "", 0, 0, false
+	}
+	return sm, kind, int32(k), true
 }

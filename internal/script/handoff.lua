@@ -75,7 +75,9 @@ end
 -- next grant or the release's marker) and the next entry tried. Dead
 -- entries, skip's and those accept refuses (false) are dropped on the way;
 -- accept (nil: every one) may also answer 'stop' for a member that takes
--- the name itself (its entry is gone too). Returns the grantee, its fence,
+-- the name itself (its entry is gone too), or 'hold' for one whose turn
+-- has not come (a read-write lock's writer while readers hold: its entry
+-- stays at the head, and nothing is granted). Returns the grantee, its fence,
 -- its lease (ms, a string) and the last fence issued; or nil, nil, nil,
 -- last and whether it stopped.
 local function grant(q, skip, last, k, sem, via, name, accept)
@@ -87,6 +89,10 @@ local function grant(q, skip, last, k, sem, via, name, accept)
       local ok = true
       if accept then ok = accept(h) end
       if ok == 'stop' then return nil, nil, nil, last, true end
+      if ok == 'hold' then
+        redis.call('LPUSH', q, e) -- its turn has not come: back at the head
+        return nil, nil, nil, last, false
+      end
       if ok and dl >= now() then
         local f = fence(last)
         local fs = string.format('%.0f', f)

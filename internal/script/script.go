@@ -60,6 +60,14 @@ var (
 	semdequeueLua string
 	//go:embed electread.lua
 	electreadLua string
+	//go:embed rwcommon.lua
+	rwcommonLua string
+	//go:embed rwacquire.lua
+	rwacquireLua string
+	//go:embed rwrelease.lua
+	rwreleaseLua string
+	//go:embed rwdequeue.lua
+	rwdequeueLua string
 )
 
 // The scripts.
@@ -74,6 +82,10 @@ var (
 	SemRelease = newScript(semreleaseLua, semcommonLua) // return a permit, granting free ones FIFO
 	SemDequeue = newScript(semdequeueLua, semcommonLua) // leave a semaphore's queue, passing on a permit granted meanwhile
 	ElectRead  = newScript(electreadLua)                // read an election's leader and its value
+
+	RWAcquire = newScript(rwacquireLua, semcommonLua, rwcommonLua) // take a read-write lock as a reader or a writer, or queue for it
+	RWRelease = newScript(rwreleaseLua, semcommonLua, rwcommonLua) // release a reader's or writer's hold, granting the next phase
+	RWDequeue = newScript(rwdequeueLua, semcommonLua, rwcommonLua) // leave a read-write lock's queue, passing on a hold granted meanwhile
 )
 
 // Script is a Lua script sent by SHA1, and in full only when the server
@@ -182,7 +194,7 @@ func resendNoScript(ctx context.Context, rc rueidis.Client, p Pipe, calls []Call
 // trip and a load on its first use (three round trips on a slow link).
 // Calls still recover from NOSCRIPT (a restart, a failover, SCRIPT FLUSH).
 func Preload(ctx context.Context, rc rueidis.Client) error {
-	all := []*Script{Acquire, Release, Dequeue, Renew, SemAcquire, SemRelease, SemDequeue, ElectRead}
+	all := []*Script{Acquire, Release, Dequeue, Renew, SemAcquire, SemRelease, SemDequeue, ElectRead, RWAcquire, RWRelease, RWDequeue}
 	var errs []error
 	for _, n := range rc.Nodes() {
 		cmds := make(rueidis.Commands, 0, len(all))

@@ -47,6 +47,8 @@ func (d Deployment) Keys(id machine.ID) Keys {
 		return Keys{Lock: keyspace.SemKey(d.Prefix, id.Name)}
 	case machine.ElectKind:
 		return Keys{Lock: keyspace.ElectKey(d.Prefix, id.Name)}
+	case machine.ReadKind, machine.WriteKind:
+		return Keys{Lock: keyspace.RWKey(d.Prefix, id.Name)}
 	}
 	return Keys{Lock: keyspace.LockKey(d.Prefix, id.Name)}
 }
@@ -60,6 +62,10 @@ func ElectChannel(prefix, name string) string { return prefix + ":e:{" + name + 
 // Redis Cluster: one per name, which every slot of a session listens on
 // through one subscription.
 func SemGrantChannel(prefix, name string) string { return prefix + ":g:s:{" + name + "}" }
+
+// RWGrantChannel is a read-write lock's shard channel on Redis Cluster,
+// shared by its readers' and writers' slots.
+func RWGrantChannel(prefix, name string) string { return prefix + ":g:w:{" + name + "}" }
 
 // ClientChannel is where release scripts announce grants and recalls to
 // the sessions of the client whose id is clientID (the first 32 hex
@@ -76,6 +82,8 @@ func (d Deployment) Via(id machine.ID) string {
 	switch {
 	case !d.Sharded:
 		return "C:" + d.Prefix
+	case id.Kind == machine.ReadKind || id.Kind == machine.WriteKind:
+		return "S:" + RWGrantChannel(d.Prefix, id.Name)
 	case id.Kind != machine.LockKind:
 		return "S:" + SemGrantChannel(d.Prefix, id.Name)
 	}
@@ -104,6 +112,8 @@ func (d Deployment) Acquire(c *machine.Call, leaseMs string) script.Call {
 		sc, args = script.SemAcquire, append(args, strconv.Itoa(c.Limit))
 	case machine.ElectKind:
 		sc, args = script.SemAcquire, append(args, "1", d.Announce(id.Name), c.Value)
+	case machine.ReadKind, machine.WriteKind:
+		sc = script.RWAcquire
 	default:
 		args = append(args, "C:"+d.Prefix) // recalls go to the holder's client channel, on Cluster too
 	}
@@ -119,6 +129,12 @@ func (d Deployment) Release(c *machine.Call, leaseMs, lingerMs string) script.Ca
 	ann := ""
 	if id.Kind == machine.ElectKind {
 		ann = d.Announce(id.Name)
+	}
+	if id.Kind == machine.ReadKind || id.Kind == machine.WriteKind {
+		if c.Kind == machine.DequeueCall {
+			return script.Call{Script: script.RWDequeue, Keys: k, Args: []string{c.Member, d.Via(id), id.Name}}
+		}
+		return script.Call{Script: script.RWRelease, Keys: k, Args: []string{c.Owner, c.Member, leaseMs, c.Mode.Arg(), d.Via(id), id.Name, lingerMs}, Track: c.Track}
 	}
 	sem := id.Kind != machine.LockKind
 	if c.Kind == machine.DequeueCall {
