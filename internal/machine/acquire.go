@@ -165,7 +165,7 @@ func (n *Name) acquired(fl *flight, r Reply, now time.Time) (l *Lock) {
 	}
 	n.seen, n.w.expect = max(n.seen, r.Fence), 0
 	stale := fl.stale
-	h := &hold{owner: n.owner(r.Fence), fence: r.Fence, deadline: r.Sent.Add(n.s.rules.Lease - n.s.margin), redisBy: now.Add(n.s.rules.Lease), since: now}
+	h := &hold{owner: n.owner(r.Fence), fence: r.Fence, deadline: r.Sent.Add(n.s.rules.Lease - n.s.margin), redisBy: n.expiresBy(now), since: now}
 	n.st, n.hold, n.w, n.unk = Held, h, wait{}, nil
 	if n.s.closed || fl.left || !fl.try && len(n.waiters) == 0 {
 		n.settle(now) // nobody to take it: released

@@ -152,7 +152,7 @@ func (n *Name) dropCache(now time.Time) {
 // dropped, a flush): Redis's word is old already, so the hold is not
 // cached but released (a waiter gets it, checked at once).
 func (n *Name) kept(h *hold, sent, now time.Time, stale bool) {
-	h.deadline, h.redisBy = maxTime(h.deadline, sent.Add(n.s.rules.Lease-n.s.margin)), now.Add(n.s.rules.Lease)
+	h.deadline, h.redisBy = maxTime(h.deadline, sent.Add(n.s.rules.Lease-n.s.margin)), n.expiresBy(now)
 	h.wasCache = true
 	h.suspect = h.suspect || stale
 	n.st, n.hold = Held, h

@@ -25,6 +25,8 @@ type hold struct {
 	checkAt  time.Time // renew it then (a new hold, a notice), besides the session's ticks; zero: not needed
 	redisBy  time.Time // the latest Redis may keep the key ours by what we read: each extension ran before we read its reply
 	unsure   time.Time // send time of the latest call on the hold whose outcome we do not know (a renewal or release with a lost reply)
+	renewed  time.Time // send time of the latest renewal sent
+	renewing int       // renewals sent whose replies have not come: a release that fails meanwhile may leave the key extended by them
 	cachedTo time.Time // Cached: until when
 	closeBy  time.Time // the session closed: its release ends by then
 	lock     *Lock     // Held: the current local holder; nil while passing it on
@@ -340,7 +342,7 @@ func (n *Name) released(fl *flight, h *hold, r Reply, callErr error, now time.Ti
 func (n *Name) keptForWaiter(h *hold, r Reply, stale bool, now time.Time) {
 	n.seen = max(n.seen, r.Fence)
 	h.owner, h.fence, h.passes, h.since, h.waited = n.owner(r.Fence), r.Fence, 0, now, true
-	h.deadline, h.redisBy = r.Sent.Add(n.s.rules.Lease-n.s.margin), now.Add(n.s.rules.Lease)
+	h.deadline, h.redisBy = r.Sent.Add(n.s.rules.Lease-n.s.margin), n.expiresBy(now)
 	n.st, n.hold = Held, h
 	if len(n.waiters) > 0 && !n.s.closed {
 		n.handHead(h, 0, now, HowFree)
@@ -359,7 +361,7 @@ func (n *Name) strayReleased(fl *flight, now time.Time, callErr error) {
 	case callErr != nil:
 		// Maybe still ours (granted at most a lease ago): Close tries
 		// again.
-		n.st, n.unk = Unknown, &unknown{fence: fl.fence, cached: fl.call.Cached, until: now.Add(n.s.rules.Lease)}
+		n.st, n.unk = Unknown, &unknown{fence: fl.fence, cached: fl.call.Cached, until: now.Add(n.s.rules.Lease + expirySlack)}
 	case fl.from == Queued:
 		// Passed on while queued: our entry, or a lock an attempt with a
 		// lost reply took, may still be in Redis: the head asks again, or

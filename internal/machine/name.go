@@ -297,6 +297,9 @@ func (n *Name) due() time.Time {
 // leaves nothing soon after (Redis was unreachable all along).
 func (n *Name) markUnknown(now time.Time, h *hold, unsure time.Time) {
 	until := h.redisBy
+	if h.renewing > 0 {
+		unsure = maxTime(unsure, h.renewed) // a renewal in flight may still extend the key
+	}
 	if u := maxTime(h.unsure, unsure); !u.IsZero() {
 		until = maxTime(until, u.Add(n.s.rules.Lease+LateRun))
 	}
@@ -321,6 +324,15 @@ func (n *Name) cohort() int {
 	}
 	return n.s.rules.Cohort
 }
+
+// expirySlack is how much later than a lease after it was set Redis may
+// still find a key: it keeps expiry times in whole ms and expires a key
+// once its clock is past that ms.
+const expirySlack = 2 * time.Millisecond
+
+// expiresBy is the latest a key that Redis extended by a lease before now
+// (a reply read at now) may still be found: its redisBy.
+func (n *Name) expiresBy(now time.Time) time.Time { return now.Add(n.s.rules.Lease + expirySlack) }
 
 // staleGrace is how long a waiter lets a grant message arrive after its key
 // changed before it asks Redis itself.

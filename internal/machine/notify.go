@@ -94,7 +94,7 @@ func (n *Name) applyGrant(g grant, now time.Time) {
 		return
 	}
 	stale := n.w.stale
-	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: deadline, redisBy: now.Add(n.s.rules.Lease), since: now, waited: true}
+	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: deadline, redisBy: n.expiresBy(now), since: now, waited: true}
 	n.st, n.hold, n.w = Held, h, wait{}
 	n.handHead(h, 0, now, HowGranted)
 	n.trackHold(now)

@@ -84,6 +84,7 @@ func (n *Name) renewal(now time.Time, tick, send bool) (Renewal, bool) {
 	case n.owns() && (tick || send && !n.hold.checkAt.IsZero() && !now.Add(checkSlack).Before(n.hold.checkAt)):
 		h := n.hold
 		h.checkAt = time.Time{}
+		h.renewed, h.renewing = now, h.renewing+1
 		r := Renewal{Name: n, Kind: RenewHold, Owner: h.owner, Until: now.Add(lease - n.s.margin)}
 		if n.ID.Kind.permit() {
 			r.Kind = RenewPermit
@@ -131,15 +132,27 @@ func (s *Session) RenewalDone(ok bool, now time.Time) {
 // renewed applies the result r of a renewal of the hold whose owner token
 // was owner, sent at sent.
 func (n *Name) renewed(owner string, r int64, sent, now time.Time, o Outcome) {
-	if !n.owns() || n.hold.owner != owner {
+	h := n.hold
+	if h == nil || h.owner != owner || !n.owns() && n.st != Releasing {
 		return
 	}
-	h := n.hold
+	h.renewing = max(h.renewing-1, 0)
 	lease := n.s.rules.Lease
+	if n.st == Releasing {
+		// Released meanwhile: what the renewal did to the key bears on a
+		// release that fails (markUnknown), nothing else.
+		switch {
+		case o == Died || o == OK && (r == 1 || r == 2):
+			h.redisBy = maxTime(h.redisBy, n.expiresBy(now))
+		case o.mayRunLater():
+			h.unsure = maxTime(h.unsure, sent)
+		}
+		return
+	}
 	switch {
 	case o == Died:
 		// It ran before its connection died, or never.
-		h.redisBy = maxTime(h.redisBy, now.Add(lease))
+		h.redisBy = maxTime(h.redisBy, n.expiresBy(now))
 		return
 	case o.mayRunLater():
 		h.unsure = maxTime(h.unsure, sent) // it may still run, up to LateRun after
@@ -149,7 +162,7 @@ func (n *Name) renewed(owner string, r int64, sent, now time.Time, o Outcome) {
 	case r == 1 || r == 2:
 		// Replies of round trips in flight together may come in any order.
 		h.deadline = maxTime(h.deadline, sent.Add(lease-n.s.margin))
-		h.redisBy = maxTime(h.redisBy, now.Add(lease))
+		h.redisBy = maxTime(h.redisBy, n.expiresBy(now))
 		h.suspect = false
 		if r == 2 {
 			// Sessions are queued for a hold we cached: a recall we missed
