@@ -296,6 +296,97 @@ func aclElection(t *testing.T, a, b aclPeer) {
 	wantClosed(t, obs, "the end of Observe's ctx")
 }
 
+// aclRWMutex: readers of both clients at once, a TryLock refused while
+// they read, a writer woken by a grant when the reader that renewed past
+// its lease stops reading, a reader queued behind the writer woken when it
+// stops writing, and a writer's Lock that gives up (leaving the queue).
+func aclRWMutex(t *testing.T, a, b aclPeer) {
+	ctx := ctxTimeout(t, 30*time.Second)
+	name := uniqueName(t)
+	ma, err := a.RWMutex(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := b.RWMutex(name)
+	ra, err := ma.RLock(ctx)
+	if err != nil {
+		t.Fatalf("RLock: %v", err)
+	}
+	rb, err := mb.TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock beside a reader: %v", err)
+	}
+	if _, err := mb.TryLock(ctx); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryLock of a read-locked name: %v", err)
+	}
+	if err := rb.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	writes := b.queue(t, name, func() (*Lock, error) { return mb.Lock(ctx) })
+	aclWaitRenewed(t, a.Session(), PrimitiveRWMutex, name)
+	if err := ra.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	wb := aclTake(t, writes, time.Now(), "the queued writer")
+	reads := a.queue(t, name, func() (*Lock, error) { return ma.RLock(ctx) })
+	if err := wb.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	ra2 := aclTake(t, reads, time.Now(), "the reader queued behind the writer")
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := mb.Lock(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock past its deadline: %v", err)
+	}
+	if err := ra2.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// aclLockAll: LockAll of free names (on Cluster, most likely in several
+// slots), one that waits for a name the other client holds and is woken
+// by its grant, and one that gives up (releasing what it took).
+func aclLockAll(t *testing.T, a, b aclPeer) {
+	ctx := ctxTimeout(t, 30*time.Second)
+	n1, n2 := uniqueName(t), uniqueName(t)
+	ls, err := a.LockAll(ctx, n2, n1)
+	if err != nil {
+		t.Fatalf("LockAll: %v", err)
+	}
+	for _, l := range ls {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+	lb, err := b.Lock(ctx, n2)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	var all []*Lock
+	got := a.queue(t, n2, func() (*Lock, error) {
+		ls, err := a.LockAll(ctx, n1, n2)
+		all = ls
+		if err != nil {
+			return nil, err
+		}
+		return ls[1], nil
+	})
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	aclTake(t, got, time.Now(), "the waiting LockAll")
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := b.LockAll(short, n1, n2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockAll past its deadline: %v", err)
+	}
+	for _, l := range all {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+}
+
 // aclAdmin: Client.Admin's Inspect of a held name with a queued session,
 // and its ForceRelease, which grants the name to that session; the evicted
 // holder hears of it.
@@ -330,10 +421,10 @@ func aclConfined(t *testing.T, srv *redistest.Server, line aclRules, c *Client) 
 	name := uniqueName(t)
 	p := c.prefix
 	var ks []string
-	for _, k := range []wire.Keys{newKeys(p, name), newSemKeys(p, name), newElectKeys(p, name)} {
+	for _, k := range []wire.Keys{newKeys(p, name), newSemKeys(p, name), newElectKeys(p, name), newRWKeys(p, name)} {
 		ks = append(ks, k.List()...)
 	}
-	chans := []string{c.channel, grantChannel(p, name), semGrantChannel(p, name), electChannel(p, name)}
+	chans := []string{c.channel, grantChannel(p, name), semGrantChannel(p, name), electChannel(p, name), rwGrantChannel(p, name)}
 	allowed := func(args ...string) bool {
 		s, err := srv.Do(t, append([]string{"ACL", "DRYRUN", line.user}, args...)...).ToString()
 		return err == nil && s == "OK"
@@ -428,7 +519,8 @@ func aclFinish(t *testing.T, nodes []*redistest.Server, a, b aclPeer) {
 }
 
 // TestACLStandalone: as a user created with exactly the README's ACL line,
-// Client.Check finds nothing missing, every primitive and Client.Admin's Inspect and ForceRelease work, Redis
+// Client.Check finds nothing missing, every primitive (read-write locks and
+// LockAll included) and Client.Admin's Inspect and ForceRelease work, Redis
 // denies nothing, the user is confined to baton's keys and channels, and
 // listing names needs the README's listing line.
 func TestACLStandalone(t *testing.T) {
@@ -444,6 +536,8 @@ func TestACLStandalone(t *testing.T) {
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
+	t.Run("rwmutex", func(t *testing.T) { aclRWMutex(t, a, b) })
+	t.Run("lockall", func(t *testing.T) { aclLockAll(t, a, b) })
 	t.Run("admin", func(t *testing.T) { aclAdmin(t, a, b) })
 	t.Run("confined", func(t *testing.T) { aclConfined(t, srv, line, a.Client) })
 	aclFinish(t, nodes, a, b)
@@ -463,6 +557,8 @@ func TestACLCluster(t *testing.T) {
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
+	t.Run("rwmutex", func(t *testing.T) { aclRWMutex(t, a, b) })
+	t.Run("lockall", func(t *testing.T) { aclLockAll(t, a, b) })
 	t.Run("admin", func(t *testing.T) { aclAdmin(t, a, b) })
 	aclFinish(t, cl.Nodes, a, b)
 }
@@ -480,6 +576,8 @@ func TestACLMinReplicas(t *testing.T) {
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
+	t.Run("rwmutex", func(t *testing.T) { aclRWMutex(t, a, b) })
+	t.Run("lockall", func(t *testing.T) { aclLockAll(t, a, b) })
 	wantNoDenials(t, nodes)
 }
 
@@ -497,5 +595,7 @@ func TestACLSentinel(t *testing.T) {
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
+	t.Run("rwmutex", func(t *testing.T) { aclRWMutex(t, a, b) })
+	t.Run("lockall", func(t *testing.T) { aclLockAll(t, a, b) })
 	wantNoDenials(t, nodes)
 }
