@@ -51,51 +51,12 @@ func (e *redisEnv) testRWMutex(t *testing.T) {
 		t.Errorf("queue %+v, want the other's writer, then this one's second reader", q)
 	}
 
-	// The page shows the read-write lock alone (the lock has no keys),
-	// with each holder's and queued session's mode.
-	doc := e.getHTML(t, "?"+redisQuery("", "name", name).Encode())
-	if doc.byID("lock") != nil {
-		t.Errorf("the page shows the lock of %s, which has no keys", name)
-	}
-	for _, tc := range []struct {
-		table string
-		row   int
-		want  []string
-	}{
-		{"rwmutex", 1, []string{"state", "held"}},
-		{"rwmutex-holders", 0, []string{"member", "mode", "instance", "token"}},
-		{"rwmutex-holders", 1, []string{otherID + ".r0", "read", "other:2", tok(rOther)}},
-		{"rwmutex-holders", 2, []string{thisID + ".r0", "read", "this:1", tok(rThis)}},
-		{"rwmutex-queue", 1, []string{otherID + ".w0", "write", "other:2"}},
-		{"rwmutex-queue", 2, []string{thisID + ".r1", "read", "this:1"}},
-	} {
-		rows := doc.table(t, tc.table)
-		if len(rows) <= tc.row || len(rows[tc.row]) < len(tc.want) || !equalPrefix(texts(rows[tc.row]), tc.want) {
-			t.Errorf("table %s row %d: %v, want %q first", tc.table, tc.row, rows, tc.want)
-		}
-	}
+	e.checkRWPage(t, name, []string{otherID + ".r0", "read", "other:2", tok(rOther)}, []string{thisID + ".r0", "read", "this:1", tok(rThis)},
+		[]string{otherID + ".w0", "write", "other:2"}, []string{thisID + ".r1", "read", "this:1"})
 	if row := e.listedRow(t, name); !equalPrefix(row, []string{"rwmutex", name, "held", "2 readers", tok(rThis)}) {
 		t.Errorf("listing page row %q, want the read-write lock held by 2 readers", row)
 	}
-
-	// This process holds a read lock: the process view says so.
-	var p processDoc
-	getJSON(t, e.srv, "", http.StatusOK, &p)
-	found := false
-	for _, h := range p.Sessions[0].Held {
-		found = found || h.Kind == "rwmutex" && h.Name == name && h.Token == tok(rThis) && h.Owner == thisID+".r0:"+strconv.FormatUint(rThis.Token()>>10, 10)
-	}
-	if !found {
-		t.Errorf("process view %+v: want this instance's read lock of %s", p, name)
-	}
-	proc := e.getHTML(t, "?scope=process")
-	held := false
-	for _, row := range proc.table(t, "held")[1:] {
-		held = held || equalPrefix(texts(row), []string{"read lock", name, tok(rThis)})
-	}
-	if !held {
-		t.Errorf("process page: %v, want a row for the read lock of %s", proc.table(t, "held"), name)
-	}
+	e.checkRWProcess(t, name, thisID+".r0", rThis)
 
 	// Held by the writer.
 	locktest.Unlock(t, rOther)
@@ -110,6 +71,58 @@ func (e *redisEnv) testRWMutex(t *testing.T) {
 	}
 	locktest.Unlock(t, w)
 	locktest.Unlock(t, locktest.Await(t, late, locktest.Bound, "late reader"))
+}
+
+// checkRWPage checks the page of the read-write lock name, held by two
+// readers with two sessions queued: it shows the read-write lock alone
+// (the lock has no keys), each holder and queued session with its mode.
+func (e *redisEnv) checkRWPage(t *testing.T, name string, holder1, holder2, queued1, queued2 []string) {
+	t.Helper()
+	doc := e.getHTML(t, "?"+redisQuery("", "name", name).Encode())
+	if doc.byID("lock") != nil {
+		t.Errorf("the page shows the lock of %s, which has no keys", name)
+	}
+	for _, tc := range []struct {
+		table string
+		row   int
+		want  []string
+	}{
+		{"rwmutex", 1, []string{"state", "held"}},
+		{"rwmutex-holders", 0, []string{"member", "mode", "instance", "token"}},
+		{"rwmutex-holders", 1, holder1},
+		{"rwmutex-holders", 2, holder2},
+		{"rwmutex-queue", 1, queued1},
+		{"rwmutex-queue", 2, queued2},
+	} {
+		rows := doc.table(t, tc.table)
+		if len(rows) <= tc.row || len(rows[tc.row]) < len(tc.want) || !equalPrefix(texts(rows[tc.row]), tc.want) {
+			t.Errorf("table %s row %d: %v, want %q first", tc.table, tc.row, rows, tc.want)
+		}
+	}
+}
+
+// checkRWProcess checks that this process's view, as JSON and as a page,
+// shows its read lock rThis of name, held by its reader slot member.
+func (e *redisEnv) checkRWProcess(t *testing.T, name, member string, rThis *baton.Lock) {
+	t.Helper()
+	tok := func(l *baton.Lock) string { return strconv.FormatUint(l.Token(), 10) }
+	var p processDoc
+	getJSON(t, e.srv, "", http.StatusOK, &p)
+	found := false
+	for _, h := range p.Sessions[0].Held {
+		found = found || h.Kind == "rwmutex" && h.Name == name && h.Token == tok(rThis) && h.Owner == member+":"+strconv.FormatUint(rThis.Token()>>10, 10)
+	}
+	if !found {
+		t.Errorf("process view %+v: want this instance's read lock of %s", p, name)
+	}
+	proc := e.getHTML(t, "?scope=process")
+	held := false
+	for _, row := range proc.table(t, "held")[1:] {
+		held = held || equalPrefix(texts(row), []string{"read lock", name, tok(rThis)})
+	}
+	if !held {
+		t.Errorf("process page: %v, want a row for the read lock of %s", proc.table(t, "held"), name)
+	}
 }
 
 // listedRow walks the listing pages of exactly name (on Cluster, a page

@@ -222,38 +222,42 @@ func TestFastForward(t *testing.T) {
 	})
 
 	// A read-write lock's readers and writer too.
-	t.Run("RWMutex", func(t *testing.T) {
-		ctx := ctxBound(t)
-		s := batontest.NewServer(t)
-		a, o := s.Client(t, opts), s.Client(t, opts)
-		ma, _ := a.RWMutex("rw")
-		mo, _ := o.RWMutex("rw")
-		r, err := ma.RLock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := mo.TryLock(ctx); !errors.Is(err, baton.ErrNotAcquired) {
-			t.Fatalf("TryLock while read: %v, want ErrNotAcquired", err)
-		}
-		s.FastForward(lease + time.Millisecond)
-		if !closedWithin(r.Done(), lease) || !errors.Is(r.Err(), baton.ErrLockLost) {
-			t.Fatalf("old reader: Err %v, want ErrLockLost within %v", r.Err(), lease)
-		}
-		w, err := mo.TryLock(ctx)
-		if err != nil {
-			t.Fatalf("TryLock after FastForward past the reader's lease: %v", err)
-		}
-		if w.Token() <= r.Token() {
-			t.Errorf("writer's token %d, want above the reader's %d", w.Token(), r.Token())
-		}
-		s.FastForward(lease + time.Millisecond)
-		if !closedWithin(w.Done(), lease) || !errors.Is(w.Err(), baton.ErrLockLost) {
-			t.Fatalf("old writer: Err %v, want ErrLockLost within %v", w.Err(), lease)
-		}
-		if _, err := ma.TryRLock(ctx); err != nil {
-			t.Errorf("TryRLock after FastForward past the writer's lease: %v", err)
-		}
-	})
+	t.Run("RWMutex", func(t *testing.T) { fastForwardRWMutex(t, opts, lease) })
+}
+
+// fastForwardRWMutex: a reader's and then a writer's hold end at
+// FastForward past their lease, as a lock's does.
+func fastForwardRWMutex(t *testing.T, opts baton.Options, lease time.Duration) {
+	ctx := ctxBound(t)
+	s := batontest.NewServer(t)
+	a, o := s.Client(t, opts), s.Client(t, opts)
+	ma, _ := a.RWMutex("rw")
+	mo, _ := o.RWMutex("rw")
+	r, err := ma.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mo.TryLock(ctx); !errors.Is(err, baton.ErrNotAcquired) {
+		t.Fatalf("TryLock while read: %v, want ErrNotAcquired", err)
+	}
+	s.FastForward(lease + time.Millisecond)
+	if !closedWithin(r.Done(), lease) || !errors.Is(r.Err(), baton.ErrLockLost) {
+		t.Fatalf("old reader: Err %v, want ErrLockLost within %v", r.Err(), lease)
+	}
+	w, err := mo.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after FastForward past the reader's lease: %v", err)
+	}
+	if w.Token() <= r.Token() {
+		t.Errorf("writer's token %d, want above the reader's %d", w.Token(), r.Token())
+	}
+	s.FastForward(lease + time.Millisecond)
+	if !closedWithin(w.Done(), lease) || !errors.Is(w.Err(), baton.ErrLockLost) {
+		t.Fatalf("old writer: Err %v, want ErrLockLost within %v", w.Err(), lease)
+	}
+	if _, err := ma.TryRLock(ctx); err != nil {
+		t.Errorf("TryRLock after FastForward past the writer's lease: %v", err)
+	}
 }
 
 // TestClockStandsStill: the server's clock moves only with FastForward,
