@@ -3,6 +3,8 @@ package baton
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -103,6 +105,8 @@ func TestCheckNamesMissingRule(t *testing.T) {
 		{"keys narrowed", replacing("~baton:*", "~baton:{*"), nil, []string{"~baton:*", "key baton:s:{baton-check}"}},
 		{"keys read-only", replacing("~baton:*", "%R~baton:*"), nil, []string{"~baton:*", "key baton:{baton-check}"}},
 		{"election channel", without("&baton:e:*"), nil, []string{"&baton:e:*", "channel baton:e:{baton-check}:ev"}},
+		{"read-write lock keys", replacing("~baton:*", "~baton:{*"), []string{"~baton:s:*", "~baton:e:*", "~baton:i:*"},
+			[]string{"~baton:*", "key baton:w:{baton-check}"}},
 		{"client channel", func(a []string) []string { return a }, []string{"resetchannels", "&baton:g:*", "&baton:e:*"}, []string{"&baton:c:*", "channel baton:c:"}},
 		{"subscribe", func(a []string) []string { return a }, []string{"-subscribe"}, []string{"+subscribe"}},
 	} {
@@ -133,6 +137,52 @@ func TestCheckNamesMissingRule(t *testing.T) {
 				t.Errorf("Check left keys %q", ks)
 			}
 		})
+	}
+}
+
+// TestCheckCoversEveryScript: Check asks about the commands of every
+// script of internal/script (each part of each file is in the text of a
+// script it reads), so that a new script's commands are never left out.
+func TestCheckCoversEveryScript(t *testing.T) {
+	files, err := filepath.Glob("internal/script/*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts in internal/script: %v", err)
+	}
+	sources := scriptSources()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, part := range strings.FieldsFunc(strings.NewReplacer("--@common\n", "\x00", "--@handoff\n", "\x00").Replace(string(b)),
+			func(r rune) bool { return r == 0 }) {
+			if strings.TrimSpace(part) != "" && !slices.ContainsFunc(sources, func(src string) bool { return strings.Contains(src, part) }) {
+				t.Errorf("%s is in no script Check reads (scriptSources)", f)
+				break
+			}
+		}
+	}
+}
+
+// TestCheckClusterNamesRWGrantChannel: on Cluster, a user whose grant
+// channels leave out the read-write locks' ("<prefix>:g:w:{<name>}") is
+// told it lacks &baton:g:*, for that channel.
+func TestCheckClusterNamesRWGrantChannel(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	line := parseACL(t, readmeBlock(t, aclMarker))
+	r := line
+	r.argv = replacing("&baton:g:*", "&baton:g:{*")(slices.Clone(line.argv))
+	r.argv = append(r.argv, "&baton:g:s:*")
+	aclApply(t, cl.Nodes, r)
+	o := cl.Option()
+	o.Username, o.Password = line.user, line.password
+	c := newClientOn(t, Options{Redis: o, LeaseTTL: time.Second})
+	err := c.Check(ctxTimeout(t, 10*time.Second))
+	if !errors.Is(err, ErrNoPermission) || !strings.Contains(err.Error(), "&baton:g:* (for channel baton:g:w:{baton-check}") {
+		t.Fatalf("Check: %v, want ErrNoPermission naming &baton:g:* for the read-write lock's grant channel", err)
+	}
+	if rules := namedRules(err); !slices.Equal(rules, []string{"&baton:g:*"}) {
+		t.Errorf("Check names %q, want &baton:g:* alone", rules)
 	}
 }
 

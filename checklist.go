@@ -16,12 +16,15 @@ import (
 // calls are read from the scripts themselves), its keys and its channels.
 
 // scriptSources are the Lua baton runs as the library's user: the
-// scripts of internal/script (Force is Client.Admin's ForceRelease) and
-// admin's read script (Client.Admin's Inspect and List).
+// scripts of internal/script (Force is Client.Admin's ForceRelease; admin's
+// other force releases run SemRelease and RWRelease) and admin's read
+// script (Client.Admin's Inspect and List). TestCheckCoversEveryScript
+// keeps this list whole.
 func scriptSources() []string {
 	out := []string{adminscript.Read}
 	for _, s := range []*script.Script{script.Acquire, script.Release, script.Dequeue, script.Renew, script.Force,
-		script.SemAcquire, script.SemRelease, script.SemDequeue, script.ElectRead} {
+		script.SemAcquire, script.SemRelease, script.SemDequeue, script.ElectRead,
+		script.RWAcquire, script.RWRelease, script.RWDequeue} {
 		out = append(out, s.Src)
 	}
 	return out
@@ -132,6 +135,7 @@ func (c *Client) probes() []probe {
 	keys := []string{key, key + ":q", key + ":c",
 		keyspace.SemKey(prefix, probeName), keyspace.SemKey(prefix, probeName) + ":q",
 		keyspace.ElectKey(prefix, probeName), keyspace.ElectKey(prefix, probeName) + ":q",
+		keyspace.RWKey(prefix, probeName), keyspace.RWKey(prefix, probeName) + ":q",
 		keyspace.InstanceKey(prefix, c.id),
 	}
 	type channel struct {
@@ -140,7 +144,8 @@ func (c *Client) probes() []probe {
 	}
 	chans := []channel{{c.channel, "c", false}, {wire.ElectChannel(prefix, probeName), "e", c.sharded}}
 	if c.sharded {
-		chans = append(chans, channel{keyspace.GrantChannel(prefix, probeName), "g", true}, channel{wire.SemGrantChannel(prefix, probeName), "g", true})
+		chans = append(chans, channel{keyspace.GrantChannel(prefix, probeName), "g", true}, channel{wire.SemGrantChannel(prefix, probeName), "g", true},
+			channel{wire.RWGrantChannel(prefix, probeName), "g", true})
 	}
 	var ps []probe
 	for _, cmd := range commandsFor(c.deployment()) {

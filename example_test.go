@@ -227,6 +227,74 @@ func ExampleSemaphore_fencing() {
 	}
 }
 
+func ExampleRWMutex() {
+	c, err := baton.New(baton.Options{
+		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	catalog, err := c.RWMutex("catalog")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// Readers of every process read at once.
+	r, err := catalog.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Read with r.Context(), which ends if the read lock is lost.
+	fmt.Println("reading with token", r.Token())
+	r.Unlock(context.Background())
+
+	// A writer waits for the readers before it, and holds alone; readers
+	// that come while it waits queue behind it.
+	w, err := catalog.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Unlock(context.Background())
+	// Tokens rise across readers and writers: a store that refuses tokens
+	// below the highest it has seen fences both.
+	fmt.Println("writing with token", w.Token())
+}
+
+func ExampleClient_LockAll() {
+	c, err := baton.New(baton.Options{
+		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Both accounts or neither, whatever order other callers name them in.
+	// The hash tag keeps both names on one Redis Cluster node.
+	ls, err := c.LockAll(ctx, "{transfer-7}:account-a", "{transfer-7}:account-b")
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Print("an account is busy; nothing is held, try later")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		for _, l := range ls {
+			l.Unlock(context.Background())
+		}
+	}()
+	// ls is in the order given, each lock with its own token and Done.
+	debit, credit := ls[0], ls[1]
+	fmt.Println("moving funds with tokens", debit.Token(), credit.Token())
+}
+
 func ExampleElection() {
 	c, err := baton.New(baton.Options{
 		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},

@@ -297,8 +297,9 @@ func contend(t *testing.T, ctx context.Context, cs []*Client, name string, perCl
 	return counts, total
 }
 
-// newKeys, newSemKeys and newElectKeys are the keys of a lock, a
-// semaphore and an election, as the client names them.
+// newKeys, newSemKeys, newElectKeys and newRWKeys are the keys of a lock,
+// a semaphore, an election and a read-write lock, as the client names
+// them.
 func newKeys(prefix, name string) wire.Keys {
 	return wire.Deployment{Prefix: prefix}.Keys(machine.ID{Name: name})
 }
@@ -311,7 +312,13 @@ func newElectKeys(prefix, name string) wire.Keys {
 	return wire.Deployment{Prefix: prefix}.Keys(machine.ID{Name: name, Kind: machine.ElectKind})
 }
 
+func newRWKeys(prefix, name string) wire.Keys {
+	return wire.Deployment{Prefix: prefix}.Keys(machine.ID{Name: name, Kind: machine.ReadKind})
+}
+
 func grantChannel(prefix, name string) string { return keyspace.GrantChannel(prefix, name) }
+
+func rwGrantChannel(prefix, name string) string { return wire.RWGrantChannel(prefix, name) }
 
 func semGrantChannel(prefix, name string) string { return wire.SemGrantChannel(prefix, name) }
 

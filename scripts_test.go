@@ -330,10 +330,10 @@ func aclConfined(t *testing.T, srv *redistest.Server, line aclRules, c *Client) 
 	name := uniqueName(t)
 	p := c.prefix
 	var ks []string
-	for _, k := range []wire.Keys{newKeys(p, name), newSemKeys(p, name), newElectKeys(p, name)} {
+	for _, k := range []wire.Keys{newKeys(p, name), newSemKeys(p, name), newElectKeys(p, name), newRWKeys(p, name)} {
 		ks = append(ks, k.List()...)
 	}
-	chans := []string{c.channel, grantChannel(p, name), semGrantChannel(p, name), electChannel(p, name)}
+	chans := []string{c.channel, grantChannel(p, name), semGrantChannel(p, name), electChannel(p, name), rwGrantChannel(p, name)}
 	allowed := func(args ...string) bool {
 		s, err := srv.Do(t, append([]string{"ACL", "DRYRUN", line.user}, args...)...).ToString()
 		return err == nil && s == "OK"
@@ -428,7 +428,8 @@ func aclFinish(t *testing.T, nodes []*redistest.Server, a, b aclPeer) {
 }
 
 // TestACLStandalone: as a user created with exactly the README's ACL line,
-// Client.Check finds nothing missing, every primitive and Client.Admin's Inspect and ForceRelease work, Redis
+// Client.Check finds nothing missing, every primitive (read-write locks and
+// LockAll included) and Client.Admin's Inspect and ForceRelease work, Redis
 // denies nothing, the user is confined to baton's keys and channels, and
 // listing names needs the README's listing line.
 func TestACLStandalone(t *testing.T) {
@@ -444,6 +445,8 @@ func TestACLStandalone(t *testing.T) {
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
+	t.Run("rwmutex", func(t *testing.T) { aclRWMutex(t, a, b) })
+	t.Run("lockall", func(t *testing.T) { aclLockAll(t, a, b) })
 	t.Run("admin", func(t *testing.T) { aclAdmin(t, a, b) })
 	t.Run("confined", func(t *testing.T) { aclConfined(t, srv, line, a.Client) })
 	aclFinish(t, nodes, a, b)
@@ -463,6 +466,8 @@ func TestACLCluster(t *testing.T) {
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
+	t.Run("rwmutex", func(t *testing.T) { aclRWMutex(t, a, b) })
+	t.Run("lockall", func(t *testing.T) { aclLockAll(t, a, b) })
 	t.Run("admin", func(t *testing.T) { aclAdmin(t, a, b) })
 	aclFinish(t, cl.Nodes, a, b)
 }
@@ -480,6 +485,8 @@ func TestACLMinReplicas(t *testing.T) {
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
+	t.Run("rwmutex", func(t *testing.T) { aclRWMutex(t, a, b) })
+	t.Run("lockall", func(t *testing.T) { aclLockAll(t, a, b) })
 	wantNoDenials(t, nodes)
 }
 
@@ -497,5 +504,7 @@ func TestACLSentinel(t *testing.T) {
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
+	t.Run("rwmutex", func(t *testing.T) { aclRWMutex(t, a, b) })
+	t.Run("lockall", func(t *testing.T) { aclLockAll(t, a, b) })
 	wantNoDenials(t, nodes)
 }

@@ -30,10 +30,11 @@ func readmeACL(t *testing.T, marker string) []string {
 	return strings.Fields(lines[1])
 }
 
-// TestACL runs what this package adds for semaphores and elections (their
-// listing, InspectAll with instances, ForceReleasePermit and
-// ForceReleaseLeader) as a user created with exactly the README's lines:
-// the library's, and for listing the one that adds SCAN.
+// TestACL runs what this package adds for semaphores, elections and
+// read-write locks (their listing, InspectAll with instances,
+// ForceReleasePermit, ForceReleaseLeader and ForceReleaseRWMutex) as a
+// user created with exactly the README's lines: the library's, and for
+// listing the one that adds SCAN.
 func TestACL(t *testing.T) {
 	srv := redistest.Start(t)
 	line := readmeACL(t, "<!-- acl -->")
@@ -60,13 +61,17 @@ func TestACL(t *testing.T) {
 	leads := locktest.Async(t, func(ctx context.Context) (*baton.Lock, error) { return e.Campaign(ctx, "b") })
 	locktest.WaitQueuedKey(t, srv.Option(), keyspace.SemKey("baton", name)+":q", 1)
 	locktest.WaitQueuedKey(t, srv.Option(), keyspace.ElectKey("baton", name)+":q", 1)
+	locktest.RLock(t, locktest.RWMutex(t, holder, name))
+	writes := locktest.Async(t, locktest.RWMutex(t, waiter, name).Lock)
+	locktest.WaitQueuedKey(t, srv.Option(), locktest.RWQueue(name), 1)
 
 	all, _ := listEvery(t, a, name)
-	if len(all) != 2 {
-		t.Errorf("List as the README's user: %v, want the semaphore and the election", all)
+	if len(all) != 3 {
+		t.Errorf("List as the README's user: %v, want the semaphore, the election and the read-write lock", all)
 	}
 	ns, err := a.InspectAll(ctx, name)
-	if err != nil || len(ns) != 2 || ns[0].Holders[0].Instance != "holder:1" || ns[1].Instance != "holder:1" {
+	if err != nil || len(ns) != 3 || ns[0].Holders[0].Instance != "holder:1" || ns[1].Instance != "holder:1" ||
+		ns[2].Holders[0].Instance != "holder:1" || ns[2].Queue[0].Mode != admin.ModeWrite {
 		t.Fatalf("InspectAll as the README's user = %+v, %v", ns, err)
 	}
 	if r, err := a.ForceReleasePermit(ctx, name, holder.Session().ID()+".0"); err != nil || r.Action != admin.ActionGranted {
@@ -75,6 +80,10 @@ func TestACL(t *testing.T) {
 	if r, err := a.ForceReleaseLeader(ctx, name, ""); err != nil || r.Action != admin.ActionGranted {
 		t.Errorf("ForceReleaseLeader as the README's user = %+v, %v", r, err)
 	}
+	if r, err := a.ForceReleaseRWMutex(ctx, name, ""); err != nil || r.Action != admin.ActionGranted {
+		t.Errorf("ForceReleaseRWMutex as the README's user = %+v, %v", r, err)
+	}
+	locktest.Await(t, writes, locktest.Bound, "writer")
 	locktest.Await(t, permit, locktest.Bound, "waiter for the permit")
 	locktest.Await(t, leads, locktest.Bound, "campaigner")
 	// rueidis's CLIENT SETINFO at connect is refused harmlessly on Redis

@@ -32,18 +32,21 @@ var (
 	ErrInvalidCursor = errors.New("admin: invalid cursor")
 
 	// ErrForeignValue means a lock key holds a value baton did not write,
-	// or a semaphore's or election's key is not a hash; the force releases
-	// leave it as it is.
+	// or a semaphore's, election's or read-write lock's key is not a hash;
+	// the force releases leave it as it is.
 	ErrForeignValue = errors.New("admin: key holds a value not written by baton")
 
-	// ErrInvalidMember means ForceReleasePermit or ForceReleaseLeader was
-	// given a member that is not a permit slot's ("<client id>-<n>.<slot>")
-	// or a campaign slot's ("<client id>-<n>.e<slot>") as the kind needs.
+	// ErrInvalidMember means ForceReleasePermit, ForceReleaseLeader or
+	// ForceReleaseRWMutex was given a member that is not a permit slot's
+	// ("<client id>-<n>.<slot>"), a campaign slot's ("<client
+	// id>-<n>.e<slot>"), or a reader's or writer's slot ("<client
+	// id>-<n>.r<slot>", "<client id>-<n>.w<slot>") as the kind needs.
 	ErrInvalidMember = errors.New("admin: invalid member")
 
-	// ErrNotHolder means ForceReleasePermit or ForceReleaseLeader was
-	// given a member that does not hold the permit or the leadership (or
-	// no longer did when the release ran); nothing changed.
+	// ErrNotHolder means ForceReleasePermit, ForceReleaseLeader or
+	// ForceReleaseRWMutex was given a member that does not hold the
+	// permit, the leadership or the read-write lock (or no longer did when
+	// the release ran); nothing changed.
 	ErrNotHolder = errors.New("admin: not a holder")
 )
 
@@ -90,10 +93,15 @@ func (a *Admin) Addrs() []string {
 // Entry is a session queued for a name. It is a plain value, safe to copy.
 type Entry struct {
 	// Member is the queued identity: a session ("<client id>-<n>"), a
-	// semaphore's permit slot ("<session>.<slot>") or an election's
-	// campaign slot ("<session>.e<slot>"); the whole entry when it does
-	// not parse (see Deadline).
+	// semaphore's permit slot ("<session>.<slot>"), an election's
+	// campaign slot ("<session>.e<slot>"), or a read-write lock's reader
+	// or writer slot ("<session>.r<slot>", "<session>.w<slot>"); the whole
+	// entry when it does not parse (see Deadline).
 	Member string
+	// Mode is, for a read-write lock's queue, what the member waits to
+	// be: ModeRead or ModeWrite, as its member says; "" for the other
+	// kinds.
+	Mode string
 	// Instance is the Options.Instance of the member's client, "" when
 	// Redis has none (see Holder.Instance).
 	Instance string
@@ -117,20 +125,23 @@ type Entry struct {
 // permit holders; Owner, LeaseLeft and Instance are then empty, and
 // Holders says who holds. An election is led by its latest live holder
 // that is not Pending; Owner, Fence, LeaseLeft, Instance and Value are
-// the leader's.
+// the leader's. A read-write lock is held by readers or by one writer,
+// as a semaphore is by its permit holders: Holders says who (each
+// holder's Mode says which), Owner, LeaseLeft and Instance are empty,
+// Fence is the last one issued, and Limit is 0.
 type Name struct {
 	Kind      Kind
 	Name      string
-	Held      bool          // a session holds the lock, a permit of the semaphore, or leads the election
-	Marker    bool          // free, with the last fence kept: a lock's released marker ("~<fence>"), a semaphore's or election's hash without live holders
-	Foreign   bool          // the key holds a value baton did not write (a semaphore's or election's key is not a hash)
+	Held      bool          // a session holds the lock, a permit of the semaphore, leads the election, or holds the read-write lock (as a reader or the writer)
+	Marker    bool          // free, with the last fence kept: a lock's released marker ("~<fence>"), a semaphore's, election's or read-write lock's hash without live holders
+	Foreign   bool          // the key holds a value baton did not write (a semaphore's, election's or read-write lock's key is not a hash)
 	Value     string        // Foreign: the value (at most 256 bytes; "<type>" for a key of another type); an election's leader: its value
 	Owner     string        // a held lock, an election's leader: the owner token, "<member>:<fence>"
 	Instance  string        // a held lock, an election's leader: its client's Options.Instance ("" when unknown; see Holder)
-	Fence     uint64        // the holder's or leader's fence, else the last one issued (a semaphore's: always the last)
+	Fence     uint64        // the holder's or leader's fence, else the last one issued (a semaphore's and a read-write lock's: always the last)
 	Token     uint64        // Fence as a Lock's Token reports it (Fence<<10; a lock's local hand-offs add up to 1023)
 	LeaseLeft time.Duration // a held lock: the key's remaining TTL; an election's leader: its lease left
-	Limit     int           // a semaphore's limit as stored (0 if none is); an election's is 1, a lock's 0
+	Limit     int           // a semaphore's limit as stored (0 if none is); an election's is 1, a lock's and a read-write lock's 0
 	// Cached marks a held lock its session keeps cached between uses
 	// (baton.Options.CacheIdle): the session takes and releases it without
 	// Redis, and releases it when another session asks for it or when idle.
@@ -140,9 +151,9 @@ type Name struct {
 	Cached bool
 	// Holders are the live holders, by fence: a held lock's one, each
 	// permit holder of a semaphore, an election's holder (the leader, or
-	// one granted the leadership and not yet leading). A semaphore's
-	// holder whose deadline passed is not listed, though still in Redis
-	// until the next write drops it.
+	// one granted the leadership and not yet leading), a read-write lock's
+	// readers or its writer. A holder of a hash whose deadline passed is
+	// not listed, though still in Redis until the next write drops it.
 	Holders  []Holder
 	QueueLen int // sessions queued, including dead entries the next release prunes
 	// Queue is, for Inspect and InspectAll only, the queued sessions,

@@ -60,6 +60,15 @@ func TestCluster(t *testing.T) {
 	})
 	t.Run("ForceReleasePermit", func(t *testing.T) { forcePermit(t, opt) })
 	t.Run("ForceReleaseLeader", func(t *testing.T) { forceLeader(t, opt) })
+	t.Run("RWMutex", func(t *testing.T) {
+		e := newRWEnv(t, opt, kindsLease)
+		ns, err := newAdmin(t, opt).InspectAll(locktest.CtxTimeout(t, locktest.Bound), e.name)
+		if err != nil || len(ns) != 1 {
+			t.Fatalf("InspectAll = %+v, %v; want the read-write lock", ns, err)
+		}
+		e.check(t, ns[0], true)
+	})
+	t.Run("ForceReleaseRWMutex", func(t *testing.T) { forceRW(t, opt) })
 }
 
 // withReplicas is a cluster client whose Nodes also lists the replicas,

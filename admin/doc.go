@@ -1,8 +1,10 @@
 // Package admin inspects and repairs baton's keys in Redis, across every
-// instance that uses them: it lists the locks, semaphores and elections
-// held or awaited under a key prefix, shows one name's holders (with the
-// instance each runs in) and queue, and force-releases a lock, a
-// semaphore's permit or an election's leadership whose holder is stuck.
+// instance that uses them: it lists the locks, semaphores, elections and
+// read-write locks held or awaited under a key prefix, shows one name's
+// holders (with the instance each runs in; a read-write lock's readers
+// and writer told apart by Holder.Mode) and queue, and force-releases a
+// lock, a semaphore's permit, an election's leadership or a read-write
+// lock whose holder is stuck.
 // The held-locks endpoint (batonhttp) and the command cmd/baton use it.
 //
 // Listing every name under the default prefix:
@@ -27,6 +29,7 @@
 // Everything read here is a snapshot: a name may be taken or released the
 // moment after it was read. The force releases act on what Redis holds
 // when their script runs, not on what an earlier List or Inspect saw;
-// ForceReleasePermit and ForceReleaseLeader refuse (ErrNotHolder) when the
-// member they were given no longer holds under the fence they read.
+// ForceReleasePermit, ForceReleaseLeader and ForceReleaseRWMutex refuse
+// (ErrNotHolder) when the member they were given no longer holds under the
+// fence they read.
 package admin

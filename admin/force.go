@@ -10,8 +10,8 @@ import (
 
 // Actions of the force releases, in Released.Action.
 const (
-	ActionGranted = "granted" // the lock, permit or leadership went to the first live queued session
-	ActionFreed   = "freed"   // nobody was queued: the lock key became a released marker, the permit or leadership is free
+	ActionGranted = "granted" // the lock, permit or leadership went to the first live queued session (a read-write lock: to the next phase of its queue)
+	ActionFreed   = "freed"   // nobody was queued: the lock key became a released marker, the permit, leadership or read-write lock is free
 	ActionNone    = "none"    // nothing was held (or the value is foreign): nothing changed
 	// ActionRecalled: the lock's session keeps it cached (Name.Cached) and
 	// may serve it from its cache until it hears of the change: its key is
@@ -37,6 +37,15 @@ type Released struct {
 	// ActionRecalled and ActionNone, the last one issued (a lock's
 	// marker's, or its holder's; 0: no key).
 	Fence uint64
+	// EvictedAll is, for ForceReleaseRWMutex, every holder it took the
+	// read-write lock from, by fence (Evicted is the first); nil for the
+	// other force releases.
+	EvictedAll []Holder
+	// Granted is, for ActionGranted of a read-write lock, the holders the
+	// release granted it to, read just after the release: its writer, or
+	// the readers queued together at the head (Grantee and Fence are the
+	// first's); empty if they released already. nil for the other kinds.
+	Granted []Holder
 }
 
 // Token returns Fence as a Lock's Token reports it: the grantee's token

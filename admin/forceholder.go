@@ -137,18 +137,26 @@ func (a *Admin) findGrantee(ctx context.Context, r *Released) {
 
 // checkMember refuses a member that is not of the form kind's slots take:
 // "<client id>-<n>.<slot>" for a semaphore's permit (required),
-// "<client id>-<n>.e<slot>" for an election's campaign ("" for its leader).
+// "<client id>-<n>.e<slot>" for an election's campaign ("" for its
+// leader), "<client id>-<n>.r<slot>" or ".w<slot>" for a read-write lock's
+// reader or writer ("" for every holder).
 func checkMember(kind Kind, member string) error {
 	want := "a semaphore's permit slot (<client id>-<n>.<slot>)"
-	if kind == KindElection {
-		if member == "" {
-			return nil
-		}
+	switch {
+	case kind != KindSemaphore && member == "":
+		return nil
+	case kind == KindElection:
 		want = "an election's campaign slot (<client id>-<n>.e<slot>)"
+	case kind == KindRWMutex:
+		want = "a read-write lock's reader or writer slot (<client id>-<n>.r<slot>, <client id>-<n>.w<slot>)"
 	}
 	session, slot, ok := strings.Cut(member, ".")
-	if kind == KindElection {
+	switch kind {
+	case KindElection:
 		slot, ok = strings.CutPrefix(slot, "e")
+	case KindRWMutex:
+		ok = ok && modeOf(member) != ""
+		slot = slot[min(1, len(slot)):]
 	}
 	if _, isSlot := digits(slot); member == "" || !ok || !isSlot || clientOf(session) == "" || !isMember(session) {
 		return fmt.Errorf("%w: %q is not %s", ErrInvalidMember, truncate(member), want)

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/keyspace"
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 )
 
 // Kind says which of baton's primitives a Name is. Each has keys of its
-// own, so one name may be a lock, a semaphore and an election at once,
-// independently. The values are those of baton.Primitive's String.
+// own, so one name may be a lock, a semaphore, an election and a
+// read-write lock at once, independently. The values are those of
+// baton.Primitive's String.
 type Kind string
 
 // The kinds.
@@ -20,17 +22,47 @@ const (
 	KindLock      Kind = "lock"      // Client.Lock: the key "<prefix>:{<name>}"
 	KindSemaphore Kind = "semaphore" // Client.Semaphore: the hash "<prefix>:s:{<name>}"
 	KindElection  Kind = "election"  // Client.Election: the hash "<prefix>:e:{<name>}"
+	KindRWMutex   Kind = "rwmutex"   // Client.RWMutex: the hash "<prefix>:w:{<name>}"
 )
 
 // kinds are the kinds in the order List's callers and InspectAll see them.
-var kinds = [...]Kind{KindLock, KindSemaphore, KindElection}
+var kinds = [...]Kind{KindLock, KindSemaphore, KindElection, KindRWMutex}
+
+// The modes of a read-write lock's holders and queued sessions, in
+// Holder.Mode and Entry.Mode, as their members say.
+const (
+	ModeRead  = "read"  // a reader: its member ends in ".r<slot>"
+	ModeWrite = "write" // a writer: its member ends in ".w<slot>"
+)
+
+// modeOf is the mode of a read-write lock's member ("<session>.r<slot>",
+// "<session>.w<slot>"), "" for any other member.
+func modeOf(member string) string {
+	i := strings.LastIndexByte(member, '.')
+	if i < 0 || i+2 > len(member) {
+		return ""
+	}
+	if _, ok := digits(member[i+2:]); !ok {
+		return ""
+	}
+	switch member[i+1] {
+	case 'r':
+		return ModeRead
+	case 'w':
+		return ModeWrite
+	}
+	return ""
+}
 
 // Holder is one live holder of a name: a lock's, one of a semaphore's
-// permit holders, or an election's. It is a plain value, safe to copy.
+// permit holders, an election's, or one of a read-write lock's readers or
+// its writer. It is a plain value, safe to copy.
 type Holder struct {
 	// Member is the holder's identity in Redis: a lock's session
-	// ("<client id>-<n>"), a semaphore's permit slot ("<session>.<slot>")
-	// or an election's campaign slot ("<session>.e<slot>").
+	// ("<client id>-<n>"), a semaphore's permit slot ("<session>.<slot>"),
+	// an election's campaign slot ("<session>.e<slot>"), or a read-write
+	// lock's reader slot ("<session>.r<slot>") or writer slot
+	// ("<session>.w<slot>").
 	Member string
 	Owner  string // its owner token, "<member>:<fence>"
 	Fence  uint64
@@ -45,10 +77,14 @@ type Holder struct {
 	// Pending marks an election's holder granted the leadership that has
 	// not taken it yet: it is not the leader (Name.Held is false).
 	Pending bool
+	// Mode is a read-write lock's holder's: ModeRead or ModeWrite; "" for
+	// the other kinds.
+	Mode string
 }
 
 // keys are the Redis keys of one name of one kind, as baton's keys.go
-// makes them: the lock key or the semaphore's or election's hash, and its
+// makes them: the lock key or the semaphore's, election's or read-write
+// lock's hash, and its
 // queue (whose entries carry their deadlines); for a lock, its cache mark
 // too ("<key>:c", which holds the key's value while the holder's session
 // keeps it cached).
@@ -64,6 +100,8 @@ func (a *Admin) keysOf(kind Kind, name string) keys {
 		k = keyspace.SemKey(a.prefix, name)
 	case KindElection:
 		k = keyspace.ElectKey(a.prefix, name)
+	case KindRWMutex:
+		k = keyspace.RWKey(a.prefix, name)
 	default:
 		k = keyspace.LockKey(a.prefix, name)
 	}
@@ -87,18 +125,20 @@ func (k keys) withMark() []string {
 }
 
 // via tells a release script how to announce a grant, as baton's
-// Client.via does: on Redis Cluster by SPUBLISH on the name's shard
-// channel (a lock's, or the one that a semaphore's and an election's
-// grantees share), elsewhere by PUBLISH on the grantee's client channel.
+// wire.Deployment.Via does: on Redis Cluster by SPUBLISH on the name's
+// shard channel (a lock's, the one that a semaphore's and an election's
+// grantees share, or a read-write lock's), elsewhere by PUBLISH on the
+// grantee's client channel.
 func (a *Admin) via(kind Kind, name string) string {
 	switch {
 	case a.rc.Mode() != rueidis.ClientModeCluster:
 		return "C:" + a.prefix
 	case kind == KindLock:
 		return "S:" + keyspace.GrantChannel(a.prefix, name)
+	case kind == KindRWMutex:
+		return "S:" + wire.RWGrantChannel(a.prefix, name)
 	}
-	// baton's semGrantChannel (keys.go), which keyspace does not hold yet.
-	return "S:" + a.prefix + ":g:s:{" + name + "}"
+	return "S:" + wire.SemGrantChannel(a.prefix, name)
 }
 
 // announce is an election's announce argument (see semcommon.lua): its
@@ -114,11 +154,13 @@ func (a *Admin) announce(kind Kind, name string) string {
 	return "P:" + keyspace.ElectKey(a.prefix, name) + ":ev"
 }
 
-// setHash fills n, a semaphore or an election, from its hash's fields
-// (HGETALL's flat list) as semcommon.lua reads them, at Redis's time now
-// (ms): "#f" the last fence, "#l" the limit, "#v:<member>" an election's
-// values, "#p:<member>" a holder not yet leading, and a holder per other
-// field, "<fence>:<deadline ms>", live until its deadline.
+// setHash fills n, a semaphore, an election or a read-write lock, from
+// its hash's fields (HGETALL's flat list) as semcommon.lua and
+// rwcommon.lua read them, at Redis's time now (ms): "#f" the last fence,
+// "#l" the limit, "#v:<member>" an election's values, "#p:<member>" a
+// holder not yet leading, and a holder per other field, "<fence>:<deadline
+// ms>", live until its deadline (a read-write lock's, a reader or a writer
+// as its member says).
 func (n *Name) setHash(fields []string, now int64) (values map[string]string) {
 	values = map[string]string{}
 	pending := map[string]bool{}
@@ -140,8 +182,12 @@ func (n *Name) setHash(fields []string, now int64) (values map[string]string) {
 			fence, ok1 := digits(fs)
 			ms, ok2 := digits(dl)
 			if ok1 && ok2 && int64(ms) > now {
-				n.Holders = append(n.Holders, Holder{Member: f, Owner: f + ":" + fs, Fence: fence,
-					Token: fence << tokenShift, LeaseLeft: time.Duration(int64(ms)-now) * time.Millisecond})
+				h := Holder{Member: f, Owner: f + ":" + fs, Fence: fence,
+					Token: fence << tokenShift, LeaseLeft: time.Duration(int64(ms)-now) * time.Millisecond}
+				if n.Kind == KindRWMutex {
+					h.Mode = modeOf(f)
+				}
+				n.Holders = append(n.Holders, h)
 			}
 		}
 	}

@@ -14,11 +14,11 @@ import (
 // scanCount is SCAN's COUNT: how many keys Redis looks at per List call.
 const scanCount = 200
 
-// List returns the locks, semaphores and elections under the prefix whose
-// name matches the glob match ("" or "*": all), each with its Kind and
-// Holders (not its Queue), one SCAN page per call: pass the returned
-// cursor to the next call; "" starts, and a returned "" means done. A
-// page may be empty while the cursor is not. On Redis Cluster it scans
+// List returns the locks, semaphores, elections and read-write locks under
+// the prefix whose name matches the glob match ("" or "*": all), each
+// with its Kind and Holders (not its Queue), one SCAN page per call: pass
+// the returned cursor to the next call; "" starts, and a returned ""
+// means done. A page may be empty while the cursor is not. On Redis Cluster it scans
 // every primary in turn, in the order of their addresses; the cursor
 // names the node.
 //
@@ -39,8 +39,9 @@ func (a *Admin) List(ctx context.Context, match, cursor string) (names []Name, n
 	if err := checkGlob(match); err != nil {
 		return nil, "", err
 	}
-	// "<prefix>:{", "<prefix>:s:{" and "<prefix>:e:{" begin the keys of the
-	// three kinds; nameOf tells them apart and globMatch checks the name.
+	// "<prefix>:{", "<prefix>:s:{", "<prefix>:e:{" and "<prefix>:w:{" begin
+	// the keys of the four kinds; nameOf tells them apart and globMatch
+	// checks the name.
 	pattern := quoteGlob(a.prefix) + ":*{" + match + "}*"
 	var keys []string
 	if a.rc.Mode() == rueidis.ClientModeCluster {
@@ -178,8 +179,9 @@ func (a *Admin) readKeys(ctx context.Context, match string, keys []string) ([]Na
 }
 
 // nameOf returns the item of a lock key ("<prefix>:{<name>}"), a
-// semaphore's or an election's hash ("<prefix>:s:{<name>}",
-// "<prefix>:e:{<name>}") or their queues (the same with ":q"); ok is false
+// semaphore's, an election's or a read-write lock's hash
+// ("<prefix>:s:{<name>}", "<prefix>:e:{<name>}", "<prefix>:w:{<name>}")
+// or their queues (the same with ":q"); ok is false
 // for a lock's cache mark (":c": a cached lock has its lock key, which
 // lists it, and a mark without one is stale) and any other key. That
 // includes the deadline hashes (":d") of older batons, whose queues were
@@ -210,4 +212,4 @@ func (a *Admin) nameOf(key string) (it item, queue, ok bool) {
 var keyStarts = [...]struct {
 	kind  Kind
 	start string
-}{{KindLock, "{"}, {KindSemaphore, "s:{"}, {KindElection, "e:{"}}
+}{{KindLock, "{"}, {KindSemaphore, "s:{"}, {KindElection, "e:{"}, {KindRWMutex, "w:{"}}

@@ -19,7 +19,8 @@ const inspectQueueMax = 1000
 // wrong type (someone else's keys under the prefix) by reporting their type
 // instead of failing the whole List.
 //
-// KEYS: the lock key, or a semaphore's or election's hash; the queue; for
+// KEYS: the lock key, or a semaphore's, election's or read-write lock's
+// hash; the queue; for
 // a lock, its cache mark ("<key>:c"). ARGV: how many queue entries to
 // return; "h" when KEYS[1] is a hash. Returns {the value or nil (for a
 // hash: nil unless the key is of another type), PTTL, queue length,
@@ -100,6 +101,9 @@ func parseRead(it item, res rueidis.RedisResult) (n Name, exists bool, err error
 		e, _ := el.ToString()
 		en := parseEntry(e, now)
 		en.Value = values[en.Member]
+		if it.kind == KindRWMutex {
+			en.Mode = modeOf(en.Member)
+		}
 		n.Queue = append(n.Queue, en)
 	}
 	return n, exists, nil
@@ -135,8 +139,8 @@ func (a *Admin) Inspect(ctx context.Context, name string) (Name, error) {
 
 // InspectAll returns, as Inspect does for a lock, each kind that name has
 // keys of (or sessions queued for), in the order lock, semaphore,
-// election; when it has none, the lock alone, free. One round trip for
-// the keys, one for the instances.
+// election, rwmutex; when it has none, the lock alone, free. One round
+// trip for the keys, one for the instances.
 func (a *Admin) InspectAll(ctx context.Context, name string) ([]Name, error) {
 	if err := checkName(name); err != nil {
 		return nil, err

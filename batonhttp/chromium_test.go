@@ -39,7 +39,8 @@ func TestChromium(t *testing.T) {
 	st.check(t, parseHTML(t, dom))
 
 	// What a busy process shows: a long name, permits held and awaited, a
-	// leadership, beside the hostile name; its instance recorded in Redis.
+	// leadership, a read lock with a writer waiting, beside the hostile
+	// name; its instance recorded in Redis.
 	ctx := locktest.CtxTimeout(t, 30*time.Second)
 	locktest.SetInstance(t, locktest.NewRueidis(t, st.opt), st.c)
 	long := "orders/" + strings.Repeat("eu-west-1/tenant-4711/", 12) + "invoice-run"
@@ -55,10 +56,18 @@ func TestChromium(t *testing.T) {
 	locktest.Async(t, gw.Acquire)
 	locktest.WaitQueuedKey(t, st.opt, keyspace.SemKey(baton.DefaultKeyPrefix, "provider-gateway")+":q", 1)
 	locktest.Campaign(t, locktest.Election(t, st.c, "scheduler"), "web-1:4242 since boot")
+	locktest.RLock(t, locktest.RWMutex(t, st.c, "catalog"))
+	rw, err := st.s2.RWMutex("catalog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	locktest.Async(t, rw.Lock)
+	locktest.WaitQueuedKey(t, st.opt, locktest.RWQueue("catalog"), 1)
 	mux := http.NewServeMux()
 	mux.Handle("/debug/baton", Handler(st.c))
 	pages := []string{"/debug/baton", "/debug/baton?scope=redis", "/debug/baton?" + redisQuery("", "name", "provider-gateway").Encode(),
-		"/debug/baton?" + redisQuery("", "name", long).Encode(), "/debug/baton?" + redisQuery("", "name", "scheduler").Encode()}
+		"/debug/baton?" + redisQuery("", "name", long).Encode(), "/debug/baton?" + redisQuery("", "name", "scheduler").Encode(),
+		"/debug/baton?" + redisQuery("", "name", "catalog").Encode()}
 	mux.HandleFunc("/probe", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		probe.Execute(w, pages)

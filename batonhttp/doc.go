@@ -1,6 +1,7 @@
-// Package batonhttp serves a read-only view of baton's locks, semaphores
-// and elections for operators: what this process holds and awaits, and
-// what Redis holds under the key prefix for every instance.
+// Package batonhttp serves a read-only view of baton's locks, semaphores,
+// elections and read-write locks for operators: what this process holds
+// and awaits, and what Redis holds under the key prefix for every
+// instance.
 //
 // Mount it on an internal or authenticated mux, as the view names every
 // lock, owner and instance:
@@ -16,15 +17,16 @@
 //   - no parameters (or scope=process): this process, from memory, without
 //     asking Redis.
 //   - scope=redis[&match=GLOB][&cursor=C][&prefix=P]: one page of the
-//     locks, semaphores and elections Redis holds under the key prefix,
-//     written by any instance. Pass next_cursor back as cursor until it is
-//     "". The page is one SCAN page (on Redis Cluster, of one primary at a
-//     time), so a request costs a bounded amount of Redis work however many
-//     names there are; a page may be empty while next_cursor is not. Items
-//     are sorted by name, then kind (lock, semaphore, election), within a
-//     page, not across pages. As with SCAN, a name that exists during the
-//     whole walk is listed at least once and may be listed twice; one
-//     created or deleted meanwhile may be missed.
+//     locks, semaphores, elections and read-write locks Redis holds under
+//     the key prefix, written by any instance. Pass next_cursor back as
+//     cursor until it is "". The page is one SCAN page (on Redis Cluster,
+//     of one primary at a time), so a request costs a bounded amount of
+//     Redis work however many names there are; a page may be empty while
+//     next_cursor is not. Items are sorted by name, then kind (lock,
+//     semaphore, election, rwmutex), within a page, not across pages. As
+//     with SCAN, a name that exists during the whole walk is listed at
+//     least once and may be listed twice; one created or deleted meanwhile
+//     may be missed.
 //   - scope=redis&name=NAME: one name, every kind of it, with the queues of
 //     waiting sessions.
 //
@@ -38,9 +40,10 @@
 // A browser (an Accept header that prefers text/html) gets the same
 // content as pages for operators: which instance, Redis and key prefix the
 // page shows; times relative to the moment of reading ("held 3.9 s",
-// "lease left 2.1 s"); permits and leaderships named as such; a "refresh
-// every 2 s" toggle (plain JavaScript, remembered by the browser). The
-// pages fit a 1280-pixel window: long names, members and instances wrap.
+// "lease left 2.1 s"); permits, leaderships, read locks and write locks
+// named as such; a "refresh every 2 s" toggle (plain JavaScript,
+// remembered by the browser). The pages fit a 1280-pixel window: long
+// names, members and instances wrap.
 //
 // # JSON
 //
@@ -63,7 +66,7 @@
 //	      "lease_ttl_ms": 5000,
 //	      "held": [                     // sorted by name
 //	        {
-//	          "kind": "lock",           // or "semaphore" (a permit), "election" (the leadership)
+//	          "kind": "lock",           // or "semaphore" (a permit), "election" (the leadership), "rwmutex" (a read or write lock)
 //	          "name": "order:42",
 //	          "token": "1839198991022492672",
 //	          "owner": "502b6f81442d47af12c463caad464958-1:1796092764670403",
@@ -80,7 +83,9 @@
 //
 // lease_deadline is the holder's local deadline: it is lost then unless a
 // renewal succeeds first. A permit's owner names its slot
-// ("<id>.<slot>:<fence>"), a leadership's its campaign ("<id>.e<slot>:<fence>").
+// ("<id>.<slot>:<fence>"), a leadership's its campaign
+// ("<id>.e<slot>:<fence>"), a read-write lock's its reader
+// ("<id>.r<slot>:<fence>") or writer ("<id>.w<slot>:<fence>").
 // The redis scope, listing:
 //
 //	{
@@ -102,15 +107,16 @@
 //	                   "owner": "502b6f81442d47af12c463caad464958-1:1796092764670403",
 //	                   "instance": "web-1:4242", "token": "1839198991022492672",
 //	                   "fence": "1796092764670403", "lease_left_ms": 4990,
-//	                   "value": "", "pending": false}]
+//	                   "value": "", "pending": false, "mode": ""}]
 //	    }
 //	  ]
 //	}
 //
-// kind is "lock", "semaphore" or "election": a name may be all three, each
-// with keys of its own, and is then listed once per kind. state is one
-// word, as baton ls and show and the page say it: "held" (a lock's
-// holder, permits held, an election's leader), "cached", "pending",
+// kind is "lock", "semaphore", "election" or "rwmutex" (a read-write lock):
+// a name may be all four, each with keys of its own, and is then listed
+// once per kind. state is one word, as baton ls and show and the page say
+// it: "held" (a lock's holder, permits held, an election's leader, a
+// read-write lock's readers or writer), "cached", "pending",
 // "free" or "foreign" (docs/operating.md, "State words"). held, marker
 // (free, with the last fence kept) and foreign (a key baton did not write,
 // its value in value) exclude one another; all three false and no holders
@@ -119,27 +125,31 @@
 // (baton.Options.CacheIdle): taken and released without Redis until
 // another session asks for it (admin.Name.Cached); its state is
 // "cached". holders lists the live holders by fence: a held lock's
-// one, a semaphore's permit holders (up to limit), an election's holder.
+// one, a semaphore's permit holders (up to limit), an election's holder,
+// a read-write lock's readers or its writer, each with "mode" "read" or
+// "write" ("" for the other kinds).
 // For a lock and an election, owner, instance and lease_left_ms are the
 // holder's (the leader's), and "" and 0 when there is none; an election's
 // value is its leader's campaign value. An election's holder with
 // "pending": true was granted the leadership and has not taken it: it does
-// not lead, and held is false. A semaphore's owner and instance are "":
-// see holders; its token and fence are the last ones issued.
+// not lead, and held is false. A semaphore's and a read-write lock's
+// owner and instance are "": see holders; their token and fence are the
+// last ones issued, and a read-write lock's limit is 0.
 //
 // With name=NAME the answer is {"scope": "redis", "prefix": ..., "redis":
-// ..., "lock": {...}, "semaphore": {...}, "election": {...}}: "lock"
-// always (free when it has no keys), "semaphore" and "election" when the
-// name has keys of that kind, each the object as above plus the waiting
-// sessions, oldest first:
+// ..., "lock": {...}, "semaphore": {...}, "election": {...}, "rwmutex":
+// {...}}: "lock" always (free when it has no keys), "semaphore",
+// "election" and "rwmutex" when the name has keys of that kind, each the
+// object as above plus the waiting sessions, oldest first:
 //
-//	"queue": [{"member": "502b6f81442d47af12c463caad464958-2", "instance": "web-2:977",
+//	"queue": [{"member": "502b6f81442d47af12c463caad464958-2", "instance": "web-2:977", "mode": "",
 //	           "value": "", "deadline": "2026-12-01T02:39:21.61Z", "left_ms": 4987, "lease_ms": 5000}]
 //
 // deadline is when Redis drops the entry unless its session refreshes it,
 // by Redis's clock; left_ms is the same as time left, free of clock skew;
 // lease_ms is the lease the session asks for; value is an election
-// campaign's.
+// campaign's; mode, for a read-write lock's queue, whether the session
+// waits to read or to write ("read", "write"), as its member says.
 //
 // # Errors
 //

@@ -90,7 +90,7 @@ name <input name="name"> <button>show</button></form>{{end}}{{template "foot"}}{
 {{define "list"}}{{template "head" .Head}}
 <form method="get"><input type="hidden" name="scope" value="redis">
 match <input name="match" value="{{.Match}}" placeholder="*"> <button>list</button></form>
-<p class="note">Locks, semaphores and elections of every instance: one page of a SCAN walk{{if .Cursor}} from cursor {{.Cursor}}{{end}}, sorted within the page.</p>
+<p class="note">Locks, semaphores, elections and read-write locks of every instance: one page of a SCAN walk{{if .Cursor}} from cursor {{.Cursor}}{{end}}, sorted within the page.</p>
 <table id="names"><tr><th>kind</th><th>name</th><th>state</th><th>holders</th><th>token</th><th>lease left</th><th>queued</th><th>instance</th></tr>
 {{range .Names}}<tr><td>{{.Kind}}</td><td class="wrap"><a href="{{.Link}}">{{.Name}}</a></td><td>{{.State}}</td><td>{{.HolderCount}}</td><td>{{.Token}}</td><td>{{.LeaseLeft}}</td><td>{{.QueueLen}}</td><td class="wrap">{{.Instances}}</td></tr>
 {{else}}<tr><td colspan="8">no names on this page</td></tr>
@@ -108,13 +108,13 @@ match <input name="match" value="{{.Match}}" placeholder="*"> <button>list</butt
 {{if eq .Kind "semaphore"}}<tr><th>limit</th><td>{{.Limit}}</td></tr>{{end}}
 <tr><th>queued</th><td>{{.QueueLen}}</td></tr></table>
 {{if ne .Kind "lock"}}<h3>holders</h3>
-<table id="{{.Kind}}-holders"><tr><th>member</th><th>instance</th><th>token</th><th>lease left</th>{{if eq .Kind "election"}}<th>value</th><th>leading</th>{{end}}</tr>
-{{range .HolderRows}}<tr><td class="wrap">{{.Member}}</td><td class="wrap">{{.Instance}}</td><td>{{.Token}}</td><td>{{.LeaseLeft}}</td>{{if .Election}}<td class="wrap">{{.Value}}</td><td>{{if .Pending}}not yet (granted){{else}}yes{{end}}</td>{{end}}</tr>
+<table id="{{.Kind}}-holders"><tr><th>member</th>{{if eq .Kind "rwmutex"}}<th>mode</th>{{end}}<th>instance</th><th>token</th><th>lease left</th>{{if eq .Kind "election"}}<th>value</th><th>leading</th>{{end}}</tr>
+{{range .HolderRows}}<tr><td class="wrap">{{.Member}}</td>{{if .RW}}<td>{{.Mode}}</td>{{end}}<td class="wrap">{{.Instance}}</td><td>{{.Token}}</td><td>{{.LeaseLeft}}</td>{{if .Election}}<td class="wrap">{{.Value}}</td><td>{{if .Pending}}not yet (granted){{else}}yes{{end}}</td>{{end}}</tr>
 {{else}}<tr><td colspan="6">none</td></tr>
 {{end}}</table>{{end}}
 <h3>queue</h3>
-<table id="{{.Kind}}-queue"><tr><th>member</th><th>instance</th><th>entry left</th><th>lease</th>{{if eq .Kind "election"}}<th>value</th>{{end}}</tr>
-{{range .QueueRows}}<tr><td class="wrap">{{.Member}}</td><td class="wrap">{{.Instance}}</td><td>{{.Left}}</td><td>{{.Lease}}</td>{{if .Election}}<td class="wrap">{{.Value}}</td>{{end}}</tr>
+<table id="{{.Kind}}-queue"><tr><th>member</th>{{if eq .Kind "rwmutex"}}<th>mode</th>{{end}}<th>instance</th><th>entry left</th><th>lease</th>{{if eq .Kind "election"}}<th>value</th>{{end}}</tr>
+{{range .QueueRows}}<tr><td class="wrap">{{.Member}}</td>{{if .RW}}<td>{{.Mode}}</td>{{end}}<td class="wrap">{{.Instance}}</td><td>{{.Left}}</td><td>{{.Lease}}</td>{{if .Election}}<td class="wrap">{{.Value}}</td>{{end}}</tr>
 {{else}}<tr><td colspan="5">empty</td></tr>
 {{end}}</table>
 {{end}}{{template "foot"}}{{end}}
@@ -176,12 +176,12 @@ type (
 	holderRow struct {
 		holderJSON
 		Instance, LeaseLeft string
-		Election            bool
+		Election, RW        bool
 	}
 	queueRow struct {
 		entryJSON
 		Instance, Left, Lease string
-		Election              bool
+		Election, RW          bool
 	}
 	lockPage struct {
 		Head  head
@@ -207,10 +207,10 @@ func writeHTML(w http.ResponseWriter, status int, v any, info *pageInfo) {
 		name, data = "list", newListPage(v, info)
 	case redisLockJSON:
 		p := lockPage{Head: head{Title: "in redis: " + v.Lock.Name, Info: info}}
-		if v.lockFound || v.Semaphore == nil && v.Election == nil {
+		if v.lockFound || v.Semaphore == nil && v.Election == nil && v.RWMutex == nil {
 			p.Kinds = append(p.Kinds, newNameRow(v.Lock, ""))
 		}
-		for _, n := range []*nameJSON{v.Semaphore, v.Election} {
+		for _, n := range []*nameJSON{v.Semaphore, v.Election, v.RWMutex} {
 			if n != nil {
 				p.Kinds = append(p.Kinds, newNameRow(*n, ""))
 			}
@@ -231,9 +231,24 @@ func writeHTML(w http.ResponseWriter, status int, v any, info *pageInfo) {
 	w.Write(b.Bytes())
 }
 
-// whatHeld names what a session holds: a lock, a semaphore's permit or an
-// election's leadership.
-var whatHeld = map[string]string{"lock": "lock", "semaphore": "permit", "election": "leadership"}
+// whatHeld names what a session holds: a lock, a semaphore's permit, an
+// election's leadership, or a read-write lock as a reader or its writer
+// (as its owner token's member says, "<id>.r<slot>" or "<id>.w<slot>").
+func whatHeld(l heldJSON) string {
+	switch l.Kind {
+	case "semaphore":
+		return "permit"
+	case "election":
+		return "leadership"
+	case "rwmutex":
+		member, _, _ := strings.Cut(l.Owner, ":")
+		if i := strings.LastIndexByte(member, '.'); i >= 0 && strings.HasPrefix(member[i+1:], "w") {
+			return "write lock"
+		}
+		return "read lock"
+	}
+	return l.Kind
+}
 
 func newProcessPage(v processJSON, info *pageInfo) processPage {
 	p := processPage{Head: head{Title: "held and awaited by this process", Info: info}, Error: v.Error}
@@ -241,7 +256,7 @@ func newProcessPage(v processJSON, info *pageInfo) processPage {
 		p.Sessions = append(p.Sessions, sessionRow{ID: s.ID, Default: s.Default, Lease: ago(time.Duration(s.LeaseTTLMs) * time.Millisecond),
 			Holds: len(s.Held), Waits: waiters(s.Waiting)})
 		for _, l := range s.Held {
-			p.Held = append(p.Held, heldRow{heldJSON: l, What: whatHeld[l.Kind], Session: s.ID,
+			p.Held = append(p.Held, heldRow{heldJSON: l, What: whatHeld(l), Session: s.ID,
 				HeldFor: ago(v.read.Sub(l.acquired)), LeaseLeft: left(l.deadline.Sub(v.read))})
 		}
 		for _, n := range s.Waiting {
@@ -281,7 +296,7 @@ func newListPage(v redisListJSON, info *pageInfo) listPage {
 // newNameRow makes the cells of one name of one kind.
 func newNameRow(n nameJSON, link string) nameRow {
 	r := nameRow{nameJSON: n, State: state(n), Link: link, LeaseLeft: "-", Instances: "-", Value: n.Value}
-	elect := n.Kind == "election"
+	elect, rw := n.Kind == "election", n.Kind == "rwmutex"
 	if elect && n.Held {
 		r.Value = strconv.Quote(n.Value)
 	}
@@ -290,8 +305,11 @@ func newNameRow(n nameJSON, link string) nameRow {
 		limit = strconv.Itoa(n.Limit)
 	}
 	r.HolderCount = fmt.Sprintf("%d of %s", len(n.Holders), limit)
-	if n.Foreign {
+	switch {
+	case n.Foreign:
 		r.HolderCount = "-"
+	case rw:
+		r.HolderCount = rwHolderCount(n.Holders)
 	}
 	var insts []string
 	soonest := time.Duration(-1)
@@ -299,7 +317,7 @@ func newNameRow(n nameJSON, link string) nameRow {
 		if inst := known(h.Instance); !slices.Contains(insts, inst) {
 			insts = append(insts, inst)
 		}
-		hr := holderRow{holderJSON: h, Instance: known(h.Instance), LeaseLeft: left(ms(h.LeaseLeftMs)), Election: elect}
+		hr := holderRow{holderJSON: h, Instance: known(h.Instance), LeaseLeft: left(ms(h.LeaseLeftMs)), Election: elect, RW: rw}
 		if elect {
 			hr.Value = strconv.Quote(h.Value)
 		}
@@ -314,12 +332,12 @@ func newNameRow(n nameJSON, link string) nameRow {
 	switch {
 	case n.Owner != "": // a lock's holder, an election's leader
 		r.LeaseLeft, r.Instance = left(ms(n.LeaseLeftMs)), known(n.Instance)
-	case soonest >= 0: // a semaphore's: the permit that frees first unless renewed
+	case soonest >= 0: // a semaphore's, a read-write lock's: the hold that frees first unless renewed
 		r.LeaseLeft = left(soonest)
 	}
 	if n.Queue != nil {
 		for _, e := range *n.Queue {
-			q := queueRow{entryJSON: e, Instance: known(e.Instance), Left: left(ms(e.LeftMs)), Lease: ago(ms(e.LeaseMs)), Election: elect}
+			q := queueRow{entryJSON: e, Instance: known(e.Instance), Left: left(ms(e.LeftMs)), Lease: ago(ms(e.LeaseMs)), Election: elect, RW: rw}
 			if elect {
 				q.Value = strconv.Quote(e.Value)
 			}
@@ -329,12 +347,41 @@ func newNameRow(n nameJSON, link string) nameRow {
 	return r
 }
 
+// rwHolderCount counts a read-write lock's holders: "2 readers", "1
+// writer", "none".
+func rwHolderCount(hs []holderJSON) string {
+	var r, w int
+	for _, h := range hs {
+		if h.Mode == "write" {
+			w++
+		} else {
+			r++
+		}
+	}
+	var out []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{w, "writer"}, {r, "reader"}} {
+		switch {
+		case c.n == 1:
+			out = append(out, "1 "+c.what)
+		case c.n > 1:
+			out = append(out, fmt.Sprintf("%d %ss", c.n, c.what))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
 // state names a name's state in one word, the same in the JSON, the
 // tables, baton ls and show, and the docs (docs/operating.md, "State
 // words"): held (a lock's holder, a semaphore's permit holders, an
-// election's leader), cached (a lock its session keeps between uses),
-// pending (an election's holder not leading yet), free (with or without
-// the last fence kept) or foreign.
+// election's leader, a read-write lock's readers or writer), cached (a
+// lock its session keeps between uses), pending (an election's holder not
+// leading yet), free (with or without the last fence kept) or foreign.
 func state(n nameJSON) string {
 	switch {
 	case n.Foreign:

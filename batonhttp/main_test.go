@@ -161,6 +161,7 @@ type (
 		Lock      nameDoc  `json:"lock"`
 		Semaphore *nameDoc `json:"semaphore"`
 		Election  *nameDoc `json:"election"`
+		RWMutex   *nameDoc `json:"rwmutex"`
 	}
 	nameDoc struct {
 		Kind        string      `json:"kind"`
@@ -190,10 +191,12 @@ type (
 		LeaseLeftMs int64  `json:"lease_left_ms"`
 		Value       string `json:"value"`
 		Pending     bool   `json:"pending"`
+		Mode        string `json:"mode"`
 	}
 	entryDoc struct {
 		Member   string `json:"member"`
 		Instance string `json:"instance"`
+		Mode     string `json:"mode"`
 		Value    string `json:"value"`
 		Deadline string `json:"deadline"`
 		LeftMs   int64  `json:"left_ms"`

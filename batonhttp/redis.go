@@ -28,7 +28,7 @@ type redisListJSON struct {
 }
 
 // redisLockJSON is the redis scope's answer for one name: its lock, and
-// its semaphore and election if it has their keys.
+// its semaphore, election and read-write lock if it has their keys.
 type redisLockJSON struct {
 	Scope     string    `json:"scope"` // "redis"
 	Prefix    string    `json:"prefix"`
@@ -36,6 +36,7 @@ type redisLockJSON struct {
 	Lock      nameJSON  `json:"lock"`
 	Semaphore *nameJSON `json:"semaphore,omitempty"`
 	Election  *nameJSON `json:"election,omitempty"`
+	RWMutex   *nameJSON `json:"rwmutex,omitempty"`
 
 	lockFound bool // for the HTML page: the lock has keys (else Lock is a free lock, shown only alone)
 }
@@ -73,11 +74,13 @@ type holderJSON struct {
 	LeaseLeftMs int64  `json:"lease_left_ms"`
 	Value       string `json:"value"`
 	Pending     bool   `json:"pending"`
+	Mode        string `json:"mode"` // a read-write lock's holder: "read" or "write"; "" for the other kinds
 }
 
 type entryJSON struct {
 	Member   string `json:"member"`
 	Instance string `json:"instance"`
+	Mode     string `json:"mode"` // a read-write lock's: "read" or "write"; "" for the other kinds
 	Value    string `json:"value"`
 	Deadline string `json:"deadline"`
 	LeftMs   int64  `json:"left_ms"`
@@ -130,13 +133,16 @@ func addrs(a *admin.Admin) []string {
 	return []string{}
 }
 
-// kindOrder sorts the kinds of one name: lock, semaphore, election.
+// kindOrder sorts the kinds of one name: lock, semaphore, election,
+// rwmutex.
 func kindOrder(k admin.Kind) int {
 	switch k {
 	case admin.KindSemaphore:
 		return 1
 	case admin.KindElection:
 		return 2
+	case admin.KindRWMutex:
+		return 3
 	}
 	return 0
 }
@@ -159,6 +165,7 @@ func (h *handler) inspect(ctx context.Context, q query) (redisLockJSON, error) {
 			queue = append(queue, entryJSON{
 				Member:   e.Member,
 				Instance: e.Instance,
+				Mode:     e.Mode,
 				Value:    e.Value,
 				Deadline: timeString(e.Deadline),
 				LeftMs:   e.Left.Milliseconds(),
@@ -171,6 +178,8 @@ func (h *handler) inspect(ctx context.Context, q query) (redisLockJSON, error) {
 			v.Semaphore = &nv
 		case admin.KindElection:
 			v.Election = &nv
+		case admin.KindRWMutex:
+			v.RWMutex = &nv
 		default:
 			v.Lock, v.lockFound = nv, true
 		}
@@ -209,6 +218,7 @@ func nameView(n admin.Name) nameJSON {
 			LeaseLeftMs: h.LeaseLeft.Milliseconds(),
 			Value:       h.Value,
 			Pending:     h.Pending,
+			Mode:        h.Mode,
 		})
 	}
 	v.State = state(v)

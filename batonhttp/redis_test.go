@@ -56,6 +56,7 @@ func TestRedisScope(t *testing.T) {
 			e := &redisEnv{c: c, other: other, srv: newServer(t, c), raw: raw, opt: opt}
 			t.Run("holder and queue", e.testHolder)
 			t.Run("kinds", e.testKinds)
+			t.Run("rwmutex", e.testRWMutex)
 			t.Run("marker", e.testMarker)
 			t.Run("cached", e.testCached)
 			t.Run("foreign", e.testForeign)
@@ -110,7 +111,7 @@ func (e *redisEnv) listAll(t *testing.T, match string) (map[string][]nameDoc, in
 }
 
 // kindRank is the order of the kinds of one name in a listing.
-var kindRank = map[string]int{"lock": 0, "semaphore": 1, "election": 2}
+var kindRank = map[string]int{"lock": 0, "semaphore": 1, "election": 2, "rwmutex": 3}
 
 // listOne lists exactly name (a glob matching only it) and returns it.
 func (e *redisEnv) listOne(t *testing.T, name string) nameDoc {

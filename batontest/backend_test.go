@@ -195,6 +195,7 @@ var sentinels = []struct {
 	{"ErrUnlocked", baton.ErrUnlocked},
 	{"ErrClosed", baton.ErrClosed},
 	{"ErrNoLeader", baton.ErrNoLeader},
+	{"ErrInvalidName", baton.ErrInvalidName},
 	{"DeadlineExceeded", context.DeadlineExceeded},
 }
 

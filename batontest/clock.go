@@ -10,20 +10,21 @@ import (
 )
 
 // FastForward moves the server's clock forward by d at once, as if d had
-// passed with no client reaching Redis: every lease recorded in Redis
-// that ends within d is over. Locks expire (their keys' TTLs run out);
-// semaphore permits and election leaderships are dropped, as the next
-// script touching their name would drop them. Nothing else moves:
-// baton's clients keep their own lease deadlines, renewals and timers on
-// the real clock, so they find out only when they next talk to Redis.
+// passed with no client reaching Redis: every lease recorded in Redis that
+// ends within d is over. Locks expire (their keys' TTLs run out); semaphore
+// permits, election leaderships and read-write locks' read and write holds
+// are dropped, as the next script touching their name would drop them.
+// Nothing else moves: baton's clients keep their own lease deadlines,
+// renewals and timers on the real clock, so they find out only when they
+// next talk to Redis.
 //
 // After FastForward by more than a holder's lease, a test can rely on
 // this:
 //
-//   - The name is free: a TryLock, Lock, TryAcquire, Acquire or Campaign
-//     of another Client that no other contender beats to it succeeds at
-//     once, with a higher fencing token, and Election.Leader reports
-//     ErrNoLeader until someone campaigns.
+//   - The name is free: a TryLock, Lock, TryAcquire, Acquire, Campaign,
+//     RLock or TryRLock of another Client that no other contender beats to
+//     it succeeds at once, with a higher fencing token, and
+//     Election.Leader reports ErrNoLeader until someone campaigns.
 //   - The old holder hears of it at its next renewal, within LeaseTTL/3
 //     of real time, not at FastForward: then its Done closes, its Context
 //     is cancelled and its Err matches baton.ErrLockLost; its Unlock
@@ -31,12 +32,12 @@ import (
 //     holds the name, so a test must not expect the two holders to
 //     exclude each other across a FastForward (real time would have told
 //     the old holder first).
-//   - A call that was waiting for the name (Lock, Acquire, Campaign) is
-//     not woken by FastForward: it looks again at its own timer, at most
-//     the holder's lease of real time after it went to sleep, or earlier
-//     at its own next renewal, and takes the name then if it is free.
-//     Which of several contenders gets a name is not determined, as on
-//     a real Redis.
+//   - A call that was waiting for the name (Lock, Acquire, Campaign,
+//     RLock) is not woken by FastForward: it looks again at its own timer,
+//     at most the holder's lease of real time after it went to sleep, or
+//     earlier at its own next renewal, and takes the name then if it is
+//     free. Which of several contenders gets a name is not determined, as
+//     on a real Redis.
 //
 // FastForward by less than a lease ends nothing that is being renewed:
 // each renewal gives a full lease again, counted from the server's clock.
@@ -56,22 +57,24 @@ func (s *Server) FastForward(d time.Duration) {
 	}
 }
 
-// dropExpiredHoldersLocked drops from the semaphore and election hashes
-// of db the holders whose deadline is past; s.mu and s.scripts are held.
+// dropExpiredHoldersLocked drops from the semaphore, election and
+// read-write lock hashes of db the holders whose deadline is past; s.mu
+// and s.scripts are held.
 //
-// baton's scripts drop them at the next acquisition or release of their
-// name (semscan in internal/script/semcommon.lua), but a renewal
-// (renew.lua) extends a holder's field whatever its deadline. After
-// FastForward that renewal comes at once, from a client that never
-// stopped renewing, and would bring the permit back unless another
-// client's attempt got there first. A lock has no such gap: its key is
-// gone when its TTL runs out.
+// baton's scripts drop them at the next acquisition, release or renewal
+// of their name (semscan in internal/script/semcommon.lua, rwscan in
+// rwcommon.lua, renew.lua), as they find them. Dropping them at once
+// makes the keys show what a lease's end left, as a lock's key, gone
+// when its TTL runs out, does: to package admin, to a test that reads
+// them, and to a renewal that comes at once, from a client that never
+// stopped renewing.
 func (s *Server) dropExpiredHoldersLocked(db *miniredis.RedisDB) {
 	now := s.now.UnixMilli()
 	for _, k := range db.Keys() {
-		// "<prefix>:s:{<name>}" or "<prefix>:e:{<name>}", with the last
-		// fence in "#f" (see semcommon.lua).
-		if !strings.HasSuffix(k, "}") || !strings.Contains(k, ":s:{") && !strings.Contains(k, ":e:{") ||
+		// "<prefix>:s:{<name>}", "<prefix>:e:{<name>}" or
+		// "<prefix>:w:{<name>}", with the last fence in "#f" (see
+		// semcommon.lua, rwcommon.lua).
+		if !strings.HasSuffix(k, "}") || !strings.Contains(k, ":s:{") && !strings.Contains(k, ":e:{") && !strings.Contains(k, ":w:{") ||
 			db.Type(k) != "hash" || db.HGet(k, "#f") == "" {
 			continue
 		}

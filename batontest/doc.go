@@ -11,8 +11,10 @@
 //
 // Lock, TryLock and Do, contended Locks woken by another client's Unlock,
 // local hand-offs, fencing tokens, semaphores, elections with Observe,
-// and lease expiry behave as they do on redis-server: this module's tests
-// run the same scenarios on both and compare what callers see. A Server
+// read-write locks (RWMutex: readers sharing, a writer waiting for them
+// and readers queued behind it), LockAll, and lease expiry behave as they
+// do on redis-server: this module's tests run the same scenarios on both
+// and compare what callers see. A Server
 // and its Clients leave no goroutine behind once the test has ended.
 //
 // # Time
@@ -43,8 +45,9 @@
 //
 // With plain miniredis (miniredis.Run), TTLs run down only by its
 // FastForward, which does not move TIME; baton's semaphore permits,
-// election leaderships and queue entries have deadlines read from TIME,
-// so they do not end with it. A Server moves both.
+// election leaderships, read-write locks' holds and queue entries have
+// deadlines read from TIME, so they do not end with it. A Server moves
+// both.
 //
 // # What it does not test
 //

@@ -53,6 +53,20 @@ var scenarios = []struct {
 		"Observe next: b", "Leader: b",
 		"Leader after b resigns: ErrNoLeader", "Observe last: nobody",
 	}},
+	{"RWMutex", rwMutex, []string{
+		"two readers at once: nil", "their tokens differ: true",
+		"TryLock while read: ErrNotAcquired", "TryRLock behind a waiting writer: ErrNotAcquired",
+		"writer waits for the last reader: true",
+		"writer's Lock after the readers: nil", "how: granted", "token above the readers': true",
+		"RLock after the writer: nil", "how: granted", "token rose: true",
+	}},
+	{"LockAll", lockAll, []string{
+		"LockAll: nil", "in the order given: true", "each held with its own token: true",
+		"other client's TryLock of one: ErrNotAcquired",
+		"other client's LockAll after Unlock: nil", "how: granted",
+		"LockAll past its deadline: DeadlineExceeded", "what it took is free: true",
+		"LockAll of no names: ErrInvalidName", "LockAll of a name twice: ErrInvalidName",
+	}},
 	{"Admin", adminScenario, []string{
 		"List: [n]", "Inspect: held by the holder, same token: true",
 		"ForceRelease: freed", "holder's Done closed: true", "its Err: ErrLockLost",
@@ -64,6 +78,10 @@ var scenarios = []struct {
 	}},
 	{"SemaphoreLeaseExpiry", semaphoreExpiry, []string{
 		"other client's Acquire after the lease: nil", "token rose: true",
+		"stalled holder's Done closed: true", "its Err: ErrLockLost",
+	}},
+	{"RWMutexLeaseExpiry", rwExpiry, []string{
+		"writer's Lock after the reader's lease: nil", "token rose: true",
 		"stalled holder's Done closed: true", "its Err: ErrLockLost",
 	}},
 	{"ElectionLeaseExpiry", electionExpiry, []string{

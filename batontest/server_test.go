@@ -220,6 +220,44 @@ func TestFastForward(t *testing.T) {
 			t.Errorf("Observe sent %s after the new campaign, want b", v)
 		}
 	})
+
+	// A read-write lock's readers and writer too.
+	t.Run("RWMutex", func(t *testing.T) { fastForwardRWMutex(t, opts, lease) })
+}
+
+// fastForwardRWMutex: a reader's and then a writer's hold end at
+// FastForward past their lease, as a lock's does.
+func fastForwardRWMutex(t *testing.T, opts baton.Options, lease time.Duration) {
+	ctx := ctxBound(t)
+	s := batontest.NewServer(t)
+	a, o := s.Client(t, opts), s.Client(t, opts)
+	ma, _ := a.RWMutex("rw")
+	mo, _ := o.RWMutex("rw")
+	r, err := ma.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mo.TryLock(ctx); !errors.Is(err, baton.ErrNotAcquired) {
+		t.Fatalf("TryLock while read: %v, want ErrNotAcquired", err)
+	}
+	s.FastForward(lease + time.Millisecond)
+	if !closedWithin(r.Done(), lease) || !errors.Is(r.Err(), baton.ErrLockLost) {
+		t.Fatalf("old reader: Err %v, want ErrLockLost within %v", r.Err(), lease)
+	}
+	w, err := mo.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after FastForward past the reader's lease: %v", err)
+	}
+	if w.Token() <= r.Token() {
+		t.Errorf("writer's token %d, want above the reader's %d", w.Token(), r.Token())
+	}
+	s.FastForward(lease + time.Millisecond)
+	if !closedWithin(w.Done(), lease) || !errors.Is(w.Err(), baton.ErrLockLost) {
+		t.Fatalf("old writer: Err %v, want ErrLockLost within %v", w.Err(), lease)
+	}
+	if _, err := ma.TryRLock(ctx); err != nil {
+		t.Errorf("TryRLock after FastForward past the writer's lease: %v", err)
+	}
 }
 
 // TestClockStandsStill: the server's clock moves only with FastForward,
@@ -252,8 +290,8 @@ func TestClockStandsStill(t *testing.T) {
 }
 
 // TestWithoutRedisServer runs the scenarios that need a queue, a grant
-// message, a semaphore, an election and a lease end with no redis-server
-// on PATH.
+// message, a semaphore, an election, a read-write lock, LockAll and a
+// lease end with no redis-server on PATH.
 func TestWithoutRedisServer(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	if path, err := exec.LookPath("redis-server"); err == nil {
@@ -261,7 +299,7 @@ func TestWithoutRedisServer(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		switch sc.name {
-		case "ContendedLock", "Semaphore", "Election", "LockLeaseExpiry":
+		case "ContendedLock", "Semaphore", "Election", "RWMutex", "LockAll", "LockLeaseExpiry":
 			t.Run(sc.name, func(t *testing.T) {
 				checkScenario(t, sc.run(t, miniBackend(batontest.NewServer(t))), sc.want)
 			})

@@ -75,9 +75,10 @@ func howIndex(h baton.How) int {
 // Primitives: the index of a baton.Primitive among a label's sets, whose
 // String is the value of baton.lock.primitive. The zero Primitive (events
 // about no name have it; baton sends none with a name) is "", one baton
-// does not define "unknown".
+// does not define "unknown": the index after the last Primitive baton
+// defines.
 const (
-	primUnknown = int(baton.PrimitiveElection) + 1
+	primUnknown = int(baton.PrimitiveRWMutex) + 1
 	nPrims      = primUnknown + 1
 )
 

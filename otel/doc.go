@@ -1,6 +1,6 @@
 // Package batonotel reports the events of a baton Client (its locks,
-// semaphore permits and election leaderships) as OpenTelemetry metrics and
-// spans.
+// semaphore permits, election leaderships and read-write locks) as
+// OpenTelemetry metrics and spans.
 //
 // An Observer is a baton.Observer: create one per Client with New and set
 // it in baton.Options.Observer.
@@ -26,29 +26,32 @@
 //	baton.lock.waiting         up-down counter {call}         calls waiting now
 //
 // Every instrument but baton.lock.renewal.errors has the attribute
-// baton.lock.primitive: lock (Lock, TryLock, Do), semaphore (a Semaphore's
-// permits: Acquire, TryAcquire) or election (an Election's leadership:
-// Campaign). A leader is baton.lock.held{baton.lock.primitive=election} 1
-// for as long as it leads, and a follower
-// baton.lock.waiting{baton.lock.primitive=election} 1: select
-// baton.lock.primitive=lock in alerts meant for locks. A renewal round trip
-// renews every name of a session, whatever its primitive, so its errors
-// have no primitive. (An event with a name and the zero Primitive, which
-// baton does not send, counts under "", one with a Primitive baton does not
-// define under "unknown".)
+// baton.lock.primitive: lock (Lock, TryLock, Do, and each lock of LockAll),
+// semaphore (a Semaphore's permits: Acquire, TryAcquire), election (an
+// Election's leadership: Campaign) or rwmutex (an RWMutex's read and write
+// holds: RLock, Lock, TryRLock, TryLock). A leader is
+// baton.lock.held{baton.lock.primitive=election} 1 for as long as it leads,
+// and a follower baton.lock.waiting{baton.lock.primitive=election} 1:
+// select baton.lock.primitive=lock in alerts meant for locks. A renewal
+// round trip renews every name of a session, whatever its primitive, so its
+// errors have no primitive. (An event with a name and the zero Primitive,
+// which baton does not send, counts under "", one with a Primitive baton
+// does not define under "unknown".)
 //
-// Other attribute values: baton.lock.how is free, handoff or granted;
-// baton.lock.outcome is acquired, timeout, canceled, closed or error, and
-// baton.lock.reason the same but acquired; baton.lock.end is released
-// (Unlock), closed (Close) or lost. The name is not an attribute unless
-// Options.NameLabel is set.
+// Other attribute values: baton.lock.how is free, handoff, granted or
+// cached (a lock's only: a semaphore's permits, an election's leadership
+// and a read-write lock's holds are free or granted); baton.lock.outcome is
+// acquired, timeout, canceled, closed or error, and baton.lock.reason the
+// same but acquired; baton.lock.end is released (Unlock), closed (Close) or
+// lost. The name is not an attribute unless Options.NameLabel is set.
 //
 // # Spans
 //
 // Each call that had to wait gives one span, a child of the span in the
 // caller's ctx, from the call to its return: "baton.Lock" for a lock,
 // "baton.Semaphore.Acquire" for a permit, "baton.Election.Campaign" for a
-// leadership. See Observer.Observe for its attributes and status. Calls
-// that did not wait give no span: they cost one or two round trips and
-// would drown the interesting ones.
+// leadership, "baton.RWMutex" for a read or write hold. See
+// Observer.Observe for its attributes and status. Calls that did not wait
+// give no span: they cost one or two round trips and would drown the
+// interesting ones.
 package batonotel

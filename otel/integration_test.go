@@ -41,8 +41,8 @@ func TestWorkload(t *testing.T) {
 	}
 	w := observertest.Run(t, ctx, [2]baton.Observer{hs[0].obs, hs[1].obs}, 20, at)
 	root.End()
-	if moments != 4 {
-		t.Errorf("%d moments, want 4", moments)
+	if moments != 5 {
+		t.Errorf("%d moments, want 5", moments)
 	}
 
 	for i, h := range hs {
@@ -71,7 +71,8 @@ func TestWorkload(t *testing.T) {
 			eq("acquisitions vs the calls' count", m.total(t, "baton.lock.acquisitions"), int64(w.Acquired[i]))
 			eq("losses vs Stats.Lost", m.total(t, "baton.lock.losses"), int64(st.Lost))
 			eq("renewal.errors", m.sum(t, "baton.lock.renewal.errors"), int64(st.RenewalErrors))
-			eq("spans vs Waiting events", int64(spans[batonotel.SpanName]+spans[batonotel.SpanNameSemaphore]+spans[batonotel.SpanNameElection]), int64(w.Waits[i]))
+			eq("spans vs Waiting events", int64(spans[batonotel.SpanName]+spans[batonotel.SpanNameSemaphore]+spans[batonotel.SpanNameElection]+
+				spans[batonotel.SpanNameRWMutex]), int64(w.Waits[i]))
 			if m.hist(t, "baton.lock.wait.duration", lock, outcome("acquired")).Sum <= 0 {
 				t.Errorf("wait.duration{lock,acquired} sum is 0 after %d waits", w.Figures[i][baton.PrimitiveLock].Waits["acquired"])
 			}
@@ -87,6 +88,7 @@ var spanNames = map[baton.Primitive]string{
 	baton.PrimitiveLock:      batonotel.SpanName,
 	baton.PrimitiveSemaphore: batonotel.SpanNameSemaphore,
 	baton.PrimitiveElection:  batonotel.SpanNameElection,
+	baton.PrimitiveRWMutex:   batonotel.SpanNameRWMutex,
 }
 
 // checkFigures checks every series of primitive p against what the script
@@ -102,6 +104,11 @@ func checkFigures(t *testing.T, m metrics, p baton.Primitive, want observertest.
 	}
 	for v, n := range want.Acquired {
 		eq("baton.lock.acquisitions", how(v), m.sum(t, "baton.lock.acquisitions", pk, how(v)), n)
+	}
+	for _, v := range []string{"handoff", "cached", "unknown"} {
+		if _, can := want.Acquired[v]; !can && p != baton.PrimitiveLock {
+			eq("baton.lock.acquisitions", how(v), m.sum(t, "baton.lock.acquisitions", pk, how(v)), 0)
+		}
 	}
 	for v, n := range want.GaveUp {
 		eq("baton.lock.gave_up", reason(v), m.sum(t, "baton.lock.gave_up", pk, reason(v)), n)
@@ -129,8 +136,8 @@ func checkPrimitiveAttrs(t *testing.T, m metrics) {
 				if ok {
 					t.Errorf("%s%v has a primitive", n, s.Encoded(attribute.DefaultEncoder()))
 				}
-			case p != "lock" && p != "semaphore" && p != "election":
-				t.Errorf("%s{%s}: primitive %q, want lock, semaphore or election", n, s.Encoded(attribute.DefaultEncoder()), p)
+			case p != "lock" && p != "semaphore" && p != "election" && p != "rwmutex":
+				t.Errorf("%s{%s}: primitive %q, want lock, semaphore, election or rwmutex", n, s.Encoded(attribute.DefaultEncoder()), p)
 			}
 		}
 	}
@@ -150,8 +157,11 @@ func checkScriptedSpans(t *testing.T, spans []sdktrace.ReadOnlySpan, parent trac
 		{batonotel.SpanNameSemaphore, "acquired"}: {"baton.lock.name": observertest.SemName, "baton.lock.how": "granted"},
 		{batonotel.SpanNameSemaphore, "canceled"}: {"baton.lock.name": observertest.SemName},
 		{batonotel.SpanNameElection, "acquired"}:  {"baton.lock.name": observertest.ElectName, "baton.lock.how": "granted"},
+		{batonotel.SpanNameRWMutex, "acquired"}:   {"baton.lock.name": observertest.RWName, "baton.lock.how": "granted"},
+		{batonotel.SpanNameRWMutex, "canceled"}:   {"baton.lock.name": observertest.RWName},
 	}
-	primOf := map[string]string{batonotel.SpanName: "lock", batonotel.SpanNameSemaphore: "semaphore", batonotel.SpanNameElection: "election"}
+	primOf := map[string]string{batonotel.SpanName: "lock", batonotel.SpanNameSemaphore: "semaphore", batonotel.SpanNameElection: "election",
+		batonotel.SpanNameRWMutex: "rwmutex"}
 	for _, s := range spans {
 		c := call{s.Name(), spanAttr(s, "baton.lock.outcome")}
 		attrs, ok := want[c]

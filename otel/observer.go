@@ -26,8 +26,9 @@ type Options struct {
 	// New finds it.
 	TracerProvider trace.TracerProvider
 
-	// NameLabel, if set, maps a name (of a lock, a semaphore or an
-	// election) to the value of the attribute baton.lock.name, which is then
+	// NameLabel, if set, maps a name (of a lock, a semaphore, an election
+	// or a read-write lock) to the value of the attribute baton.lock.name,
+	// which is then
 	// added to every measurement about a name and replaces the name in
 	// spans. Its results must be few (a name's kind, not the name): each
 	// distinct value is a series of every instrument per primitive, kept as
@@ -37,9 +38,10 @@ type Options struct {
 	NameLabel func(name string) string
 }
 
-// Observer records a Client's events (of locks, semaphore permits and
-// election leaderships, told apart by the attribute baton.lock.primitive)
-// with OpenTelemetry instruments and spans; it implements baton.Observer.
+// Observer records a Client's events (of locks, semaphore permits,
+// election leaderships and read-write locks, told apart by the attribute
+// baton.lock.primitive) with OpenTelemetry instruments and spans; it
+// implements baton.Observer.
 // Create it with New; the zero value is not usable. It is safe for
 // concurrent use.
 //

@@ -12,13 +12,15 @@ import (
 
 // The names of the span of a call that waited: a lock's Lock (also for
 // events whose primitive baton does not define), a Semaphore's Acquire, an
-// Election's Campaign. A span's name is its kind of operation, so that a
+// Election's Campaign, an RWMutex's RLock or Lock (baton's events do not
+// tell them apart). A span's name is its kind of operation, so that a
 // tracing backend that derives latencies from span names keeps a
 // follower's hours of Campaign apart from the milliseconds of a Lock.
 const (
 	SpanName          = "baton.Lock"
 	SpanNameSemaphore = "baton.Semaphore.Acquire"
 	SpanNameElection  = "baton.Election.Campaign"
+	SpanNameRWMutex   = "baton.RWMutex"
 )
 
 func spanName(p baton.Primitive) string {
@@ -27,6 +29,8 @@ func spanName(p baton.Primitive) string {
 		return SpanNameSemaphore
 	case baton.PrimitiveElection:
 		return SpanNameElection
+	case baton.PrimitiveRWMutex:
+		return SpanNameRWMutex
 	}
 	return SpanName
 }

@@ -14,10 +14,11 @@ import (
 // TestAcquisitionHowsOfEachPrimitive: baton_lock_acquisitions_total has
 // the ways each primitive can be acquired, and no series for a way it
 // cannot: a lock is free, handed off, granted or cached; a semaphore's
-// permit and an election's leadership are never passed between
-// goroutines nor cached (Options.CohortLimit and CacheIdle apply to locks
-// only), so their how is free or granted. Driven by a real Client: a
-// permit and a leadership acquired, released, acquired again.
+// permit, an election's leadership and a read-write lock's read or write
+// hold are never passed between goroutines nor cached
+// (Options.CohortLimit and CacheIdle apply to locks only), so their how is
+// free or granted. Driven by a real Client: a permit, a leadership, a read
+// and a write hold acquired, released, acquired again.
 func TestAcquisitionHowsOfEachPrimitive(t *testing.T) {
 	srv := redistest.Start(t)
 	col := newCollector(t, batonprom.Options{})
@@ -31,10 +32,13 @@ func TestAcquisitionHowsOfEachPrimitive(t *testing.T) {
 	defer cancel()
 	sem, _ := c.Semaphore(t.Name(), 2)
 	elect, _ := c.Election(t.Name())
+	rw, _ := c.RWMutex(t.Name())
 	for range 3 { // again soon after: what a lock would cache
 		for _, acquire := range []func() (*baton.Lock, error){
 			func() (*baton.Lock, error) { return sem.Acquire(ctx) },
 			func() (*baton.Lock, error) { return elect.Campaign(ctx, "v") },
+			func() (*baton.Lock, error) { return rw.RLock(ctx) },
+			func() (*baton.Lock, error) { return rw.Lock(ctx) },
 		} {
 			l, err := acquire()
 			if err != nil {
@@ -51,6 +55,7 @@ func TestAcquisitionHowsOfEachPrimitive(t *testing.T) {
 		"lock":      {"cached", "free", "granted", "handoff"},
 		"semaphore": {"free", "granted"},
 		"election":  {"free", "granted"},
+		"rwmutex":   {"free", "granted"},
 	}
 	got := map[string][]string{}
 	for _, m := range f["baton_lock_acquisitions_total"] {
@@ -63,9 +68,9 @@ func TestAcquisitionHowsOfEachPrimitive(t *testing.T) {
 			t.Errorf("baton_lock_acquisitions_total{primitive=%q} has how %q, want %q", p, got[p], hows)
 		}
 	}
-	for _, p := range []string{"semaphore", "election"} {
-		if n := f.value(t, "baton_lock_acquisitions_total", labels{"primitive": p, "how": "free"}); n != 3 {
-			t.Errorf("%s acquisitions{how=free} = %v, want 3", p, n)
+	for p, want := range map[string]float64{"semaphore": 3, "election": 3, "rwmutex": 6} {
+		if n := f.value(t, "baton_lock_acquisitions_total", labels{"primitive": p, "how": "free"}); n != want {
+			t.Errorf("%s acquisitions{how=free} = %v, want %v", p, n, want)
 		}
 	}
 }

@@ -15,12 +15,12 @@ var DefaultBuckets = []float64{0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 
 // Options configure a Collector. The zero value selects every default.
 type Options struct {
-	// NameLabel, if set, maps a name (of a lock, a semaphore or an
-	// election) to the value of a label "name" added to every metric about
-	// a name (all but baton_lock_renewal_errors_total). Its results must be
-	// few (a name's kind, not the name): each distinct value is a set of
-	// series per primitive, kept as long as the Collector. It must be safe
-	// for concurrent use. Default nil: no name label.
+	// NameLabel, if set, maps a name (of a lock, a semaphore, an election or a
+	// read-write lock) to the value of a label "name" added to every metric
+	// about a name (all but baton_lock_renewal_errors_total). Its results must
+	// be few (a name's kind, not the name): each distinct value is a set of
+	// series per primitive, kept as long as the Collector. It must be safe for
+	// concurrent use. Default nil: no name label.
 	NameLabel func(name string) string
 
 	// ConstLabels are added to every series, for instance to tell apart the
@@ -33,10 +33,10 @@ type Options struct {
 	Buckets []float64
 }
 
-// Collector counts a Client's events (of locks, semaphore permits and
-// election leaderships, told apart by the label primitive); it implements
-// baton.Observer and prometheus.Collector. Create it with New; the zero
-// value is not usable. It is safe for concurrent use.
+// Collector counts a Client's events (of locks, semaphore permits, election
+// leaderships and read-write locks, told apart by the label primitive); it
+// implements baton.Observer and prometheus.Collector. Create it with New;
+// the zero value is not usable. It is safe for concurrent use.
 //
 // Give each Client its own Collector: one shared by several Clients reports
 // their sums, and two registered in one registry must differ in

@@ -48,8 +48,8 @@ func TestWorkload(t *testing.T) {
 		}
 	}
 	w := observertest.Run(t, context.Background(), [2]baton.Observer{cols[0], cols[1]}, 20, at)
-	if moments != 4 {
-		t.Errorf("%d moments, want 4", moments)
+	if moments != 5 {
+		t.Errorf("%d moments, want 5", moments)
 	}
 
 	for i, col := range cols {
@@ -101,6 +101,10 @@ baton_lock_gave_up_total{client="1",primitive="lock",reason="canceled"} 0
 baton_lock_gave_up_total{client="1",primitive="lock",reason="closed"} 0
 baton_lock_gave_up_total{client="1",primitive="lock",reason="error"} 0
 baton_lock_gave_up_total{client="1",primitive="lock",reason="timeout"} 0
+baton_lock_gave_up_total{client="1",primitive="rwmutex",reason="canceled"} 0
+baton_lock_gave_up_total{client="1",primitive="rwmutex",reason="closed"} 0
+baton_lock_gave_up_total{client="1",primitive="rwmutex",reason="error"} 0
+baton_lock_gave_up_total{client="1",primitive="rwmutex",reason="timeout"} 0
 baton_lock_gave_up_total{client="1",primitive="semaphore",reason="canceled"} 0
 baton_lock_gave_up_total{client="1",primitive="semaphore",reason="closed"} 0
 baton_lock_gave_up_total{client="1",primitive="semaphore",reason="error"} 0
@@ -113,6 +117,10 @@ baton_lock_gave_up_total{client="2",primitive="lock",reason="canceled"} 1
 baton_lock_gave_up_total{client="2",primitive="lock",reason="closed"} 1
 baton_lock_gave_up_total{client="2",primitive="lock",reason="error"} 0
 baton_lock_gave_up_total{client="2",primitive="lock",reason="timeout"} 1
+baton_lock_gave_up_total{client="2",primitive="rwmutex",reason="canceled"} 1
+baton_lock_gave_up_total{client="2",primitive="rwmutex",reason="closed"} 0
+baton_lock_gave_up_total{client="2",primitive="rwmutex",reason="error"} 0
+baton_lock_gave_up_total{client="2",primitive="rwmutex",reason="timeout"} 0
 baton_lock_gave_up_total{client="2",primitive="semaphore",reason="canceled"} 1
 baton_lock_gave_up_total{client="2",primitive="semaphore",reason="closed"} 0
 baton_lock_gave_up_total{client="2",primitive="semaphore",reason="error"} 0
@@ -121,17 +129,21 @@ baton_lock_gave_up_total{client="2",primitive="semaphore",reason="timeout"} 0
 # TYPE baton_lock_held gauge
 baton_lock_held{client="1",primitive="election"} 0
 baton_lock_held{client="1",primitive="lock"} 0
+baton_lock_held{client="1",primitive="rwmutex"} 0
 baton_lock_held{client="1",primitive="semaphore"} 0
 baton_lock_held{client="2",primitive="election"} 0
 baton_lock_held{client="2",primitive="lock"} 0
+baton_lock_held{client="2",primitive="rwmutex"} 0
 baton_lock_held{client="2",primitive="semaphore"} 0
 # HELP baton_lock_losses_total Held locks, permits and leaderships lost before Unlock, by primitive.
 # TYPE baton_lock_losses_total counter
 baton_lock_losses_total{client="1",primitive="election"} 1
 baton_lock_losses_total{client="1",primitive="lock"} 1
+baton_lock_losses_total{client="1",primitive="rwmutex"} 0
 baton_lock_losses_total{client="1",primitive="semaphore"} 0
 baton_lock_losses_total{client="2",primitive="election"} 0
 baton_lock_losses_total{client="2",primitive="lock"} 0
+baton_lock_losses_total{client="2",primitive="rwmutex"} 0
 baton_lock_losses_total{client="2",primitive="semaphore"} 0
 # HELP baton_lock_renewal_errors_total Renewal round trips that failed and were retried.
 # TYPE baton_lock_renewal_errors_total counter
@@ -141,9 +153,11 @@ baton_lock_renewal_errors_total{client="2"} 0
 # TYPE baton_lock_waiting gauge
 baton_lock_waiting{client="1",primitive="election"} 0
 baton_lock_waiting{client="1",primitive="lock"} 0
+baton_lock_waiting{client="1",primitive="rwmutex"} 0
 baton_lock_waiting{client="1",primitive="semaphore"} 0
 baton_lock_waiting{client="2",primitive="election"} 0
 baton_lock_waiting{client="2",primitive="lock"} 0
+baton_lock_waiting{client="2",primitive="rwmutex"} 0
 baton_lock_waiting{client="2",primitive="semaphore"} 0
 `
 
@@ -193,8 +207,8 @@ func checkPrimitiveLabels(t *testing.T, f figures) {
 				if p != "" {
 					t.Errorf("%s%v has a primitive", metric, m.Label)
 				}
-			case p != "lock" && p != "semaphore" && p != "election":
-				t.Errorf("%s%v: primitive %q, want lock, semaphore or election", metric, m.Label, p)
+			case p != "lock" && p != "semaphore" && p != "election" && p != "rwmutex":
+				t.Errorf("%s%v: primitive %q, want lock, semaphore, election or rwmutex", metric, m.Label, p)
 			}
 		}
 	}

@@ -55,10 +55,10 @@ var endingNames = [nEndings]string{"released", "closed", "lost"}
 // Primitives: the index of a baton.Primitive among a group's series, and
 // the value of the label primitive. The zero Primitive (events about no
 // name have it; baton sends none with a name) is "", one baton does not
-// define "unknown".
+// define "unknown": the index after the last Primitive baton defines.
 const (
 	primLock    = int(baton.PrimitiveLock)
-	primUnknown = int(baton.PrimitiveElection) + 1
+	primUnknown = int(baton.PrimitiveRWMutex) + 1
 	nPrims      = primUnknown + 1
 )
 
@@ -109,13 +109,14 @@ func (c *Collector) newSeries(prim string, name ...string) *series {
 }
 
 // hows are the ways a primitive named prim can be acquired, whose series
-// exist from the primitive's first event: a semaphore's permit and an
-// election's leadership are never passed between goroutines of a session
-// nor cached (baton's CohortLimit and CacheIdle apply to locks), so they
-// are free or granted. A primitive baton does not define may be anything.
+// exist from the primitive's first event: a semaphore's permit, an
+// election's leadership and a read-write lock's read or write hold are
+// never passed between goroutines of a session nor cached (baton's
+// CohortLimit and CacheIdle apply to locks), so they are free or granted.
+// A primitive baton does not define may be anything.
 func hows(prim string) []baton.How {
 	switch prim {
-	case baton.PrimitiveSemaphore.String(), baton.PrimitiveElection.String():
+	case baton.PrimitiveSemaphore.String(), baton.PrimitiveElection.String(), baton.PrimitiveRWMutex.String():
 		return []baton.How{baton.Free, baton.Granted}
 	}
 	return []baton.How{baton.Free, baton.Handoff, baton.Granted, baton.Cached}

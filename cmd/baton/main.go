@@ -1,5 +1,5 @@
 // Command baton lists, inspects and force-releases baton's locks,
-// semaphores and elections in Redis.
+// semaphores, elections and read-write locks in Redis.
 //
 // Usage:
 //
@@ -13,28 +13,33 @@
 //	                                       soonest lease left, queue length, holders, instances
 //	                                       (states: held, cached, pending, free, foreign)
 //	show NAME                              every kind found under NAME: holders (member,
-//	                                       instance, token, lease), an election's value, the queue
+//	                                       instance, token, lease), an election's value, a
+//	                                       read-write lock's readers and writer, the queue
 //	release -force NAME                    take the lock from its holder (see below)
 //	release -force -member MEMBER NAME     take a semaphore's permit from MEMBER (<session>.<slot>)
 //	release -force -kind election NAME     take an election's leadership from its leader
 //	                                       (-member <session>.e<slot>: only from that member)
+//	release -force -kind rwmutex NAME      take a read-write lock from every holder: its readers,
+//	                                       or its writer (-member <session>.r<slot> or
+//	                                       <session>.w<slot>: only from that member)
 //
-// A name may be a lock, a semaphore and an election at once: each kind has
-// keys of its own. The instance of a holder or a queued session is the
-// Options.Instance of its client ("hostname:pid" by default), "?" when
-// Redis has no record of it.
+// A name may be a lock, a semaphore, an election and a read-write lock
+// (kind rwmutex) at once: each kind has keys of its own. The instance of a
+// holder or a queued session is the Options.Instance of its client
+// ("hostname:pid" by default), "?" when Redis has no record of it.
 //
 // release without -force refuses: it evicts a live holder, which goes on
 // working until it notices (a lock's holder at once with baton's held-key
-// tracking; else, and always for permits and leaderships, at its next
-// renewal, within a third of its lease), and whose writes are then refused
-// only by a resource that checks fencing tokens. With -force the lock,
-// permit or leadership goes to the first live queued session, as the
-// holder's own release would give it (an election's observers are told of
-// the new leader), or becomes free; tokens keep rising. A free name is
-// left as it is (exit 3), and so is a key holding a value baton did not
-// write (exit 1). A -member that does not hold is refused (exit 3), and
-// nothing changes.
+// tracking; else, and always for permits, leaderships and read-write
+// holds, at its next renewal, within a third of its lease), and whose
+// writes are then refused only by a resource that checks fencing tokens.
+// With -force the lock, permit or leadership goes to the first live queued
+// session, as the holder's own release would give it (an election's
+// observers are told of the new leader; a read-write lock goes to the next
+// phase of its queue, its writer or the readers queued together), or
+// becomes free; tokens keep rising. A free name is left as it is (exit 3),
+// and so is a key holding a value baton did not write (exit 1). A -member
+// that does not hold is refused (exit 3), and nothing changes.
 //
 // Redis Cluster is found from -addr as rueidis finds it; -sentinel-master
 // makes -addr the sentinels' addresses.
@@ -52,8 +57,9 @@
 // error (failing to connect or to log in included) or a foreign value, 2
 // bad usage (a malformed -addr or -member, an unreadable -tls-ca file
 // included; one line on stderr, then "run 'baton help'"), 3 release found
-// nothing to release (the name is not held, nobody leads the election, or
-// -member does not hold), with one line on stderr saying so.
+// nothing to release (the name is not held, nobody leads the election or
+// holds the read-write lock, or -member does not hold), with one line on
+// stderr saying so.
 package main
 
 import (
@@ -75,7 +81,7 @@ const (
 	exitOK      = 0
 	exitRedis   = 1 // Redis failed or refused, or the key holds a foreign value
 	exitUsage   = 2
-	exitNothing = 3 // release found nothing to release: the name is free, nobody leads, or -member does not hold
+	exitNothing = 3 // release found nothing to release: the name is free, nobody leads or holds, or -member does not hold
 )
 
 func main() {
@@ -85,8 +91,9 @@ func main() {
 const usage = `usage: baton [flags] VERB ...
 
 verbs:
-  ls [-match GLOB] [-kind KIND]       list locks, semaphores and elections (GLOB as
-                                      in Redis SCAN MATCH; "*" spans "/")
+  ls [-match GLOB] [-kind KIND]       list locks, semaphores, elections and read-write
+                                      locks (KIND rwmutex; GLOB as in Redis SCAN
+                                      MATCH; "*" spans "/")
   show NAME                           show every kind found under NAME: holders,
                                       instances, tokens, leases, queue
   release -force NAME                 take the lock from its holder: the first
@@ -94,6 +101,10 @@ verbs:
   release -force -member MEMBER NAME  take a semaphore's permit from MEMBER
   release -force -kind election NAME  take an election's leadership from its
                                       leader (or from -member MEMBER only)
+  release -force -kind rwmutex NAME   take a read-write lock from every holder,
+                                      its readers or its writer (or from
+                                      -member MEMBER only): the next queued
+                                      sessions get it, or it becomes free
 
 connecting and logging in (precedence: a flag on the command line, then
 the -addr URL, then $REDISCLI_AUTH for the password):
@@ -111,7 +122,7 @@ the -addr URL, then $REDISCLI_AUTH for the password):
 exit status: 0 success (release: something was released), 1 a Redis
 error (connecting and logging in included) or a foreign value, 2 bad
 usage, 3 release found nothing to release (the name is not held, nobody
-leads, or -member does not hold)
+leads or holds, or -member does not hold)
 
 flags:
 `

@@ -10,14 +10,16 @@ import (
 	"github.com/batonlock/baton/admin"
 )
 
-const releaseSynopsis = "release -force [-kind lock|semaphore|election] [-member MEMBER] NAME"
+const releaseSynopsis = "release -force [-kind lock|semaphore|election|rwmutex] [-member MEMBER] NAME"
 
 func (cfg *config) parseRelease(args []string) (func(*admin.Admin) int, int) {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	force := fs.Bool("force", false, "evict the holder (required)")
-	kindFlag := fs.String("kind", "", "what to release: lock, a semaphore's permit, an election's leadership (default: lock, or what -member names)")
+	kindFlag := fs.String("kind", "", "what to release: lock, a semaphore's permit, an election's leadership, a read-write lock (rwmutex) "+
+		"(default: lock, or what -member names)")
 	member := fs.String("member", "", "the holder to evict: a semaphore's permit slot <session>.<slot> (required for a semaphore), "+
-		"an election's campaign slot <session>.e<slot> (default: the leader); baton show NAME lists them")
+		"an election's campaign slot <session>.e<slot> (default: the leader), "+
+		"a read-write lock's reader <session>.r<slot> or writer <session>.w<slot> (default: every holder); baton show NAME lists them")
 	name, code, ok := cfg.verbFlags(fs, releaseSynopsis, args, true)
 	if !ok {
 		return nil, code
@@ -39,32 +41,37 @@ func (cfg *config) parseRelease(args []string) (func(*admin.Admin) int, int) {
 			return cfg.releaseHolder(a, kind, name, *member, a.ForceReleasePermit)
 		case admin.KindElection:
 			return cfg.releaseHolder(a, kind, name, *member, a.ForceReleaseLeader)
+		case admin.KindRWMutex:
+			return cfg.releaseRW(a, name, *member)
 		}
 		return cfg.release(a, name)
 	}, exitOK
 }
 
 // releaseKind is what release acts on: -kind, else the kind -member's form
-// names (a campaign slot ends in ".e<slot>", a permit slot in ".<slot>"),
-// else a lock.
+// names (a campaign slot ends in ".e<slot>", a reader's or writer's slot
+// in ".r<slot>" or ".w<slot>", a permit slot in ".<slot>"), else a lock.
 func releaseKind(kind admin.Kind, member string) (admin.Kind, error) {
 	if kind != "" && !slices.Contains(kinds, kind) {
-		return "", fmt.Errorf("-kind %q: want lock, semaphore or election", kind)
+		return "", fmt.Errorf("-kind %q: want %s", kind, kindList)
 	}
 	if kind == "" && member != "" {
 		i := strings.LastIndexByte(member, '.')
 		switch {
 		case i < 0:
-			return "", fmt.Errorf("-member %q names neither a permit slot (<session>.<slot>) nor a campaign slot (<session>.e<slot>)", member)
+			return "", fmt.Errorf("-member %q names no permit slot (<session>.<slot>), campaign slot (<session>.e<slot>), "+
+				"reader (<session>.r<slot>) or writer (<session>.w<slot>)", member)
 		case strings.HasPrefix(member[i+1:], "e"):
 			kind = admin.KindElection
+		case strings.HasPrefix(member[i+1:], "r"), strings.HasPrefix(member[i+1:], "w"):
+			kind = admin.KindRWMutex
 		default:
 			kind = admin.KindSemaphore
 		}
 	}
 	switch {
 	case kind == admin.KindLock && member != "":
-		return "", fmt.Errorf("-member names a semaphore's or an election's holder; a lock has one holder: drop -member")
+		return "", fmt.Errorf("-member names a semaphore's, an election's or a read-write lock's holder; a lock has one holder: drop -member")
 	case kind == admin.KindSemaphore && member == "":
 		return "", fmt.Errorf("a semaphore has several holders: give the permit's -member (baton show NAME lists them)")
 	case kind == "":
@@ -133,6 +140,9 @@ func (cfg *config) otherKinds(a *admin.Admin, name string) {
 				quote(name), len(n.Holders), n.Limit, quote(name), quote(name))
 		case n.Kind == admin.KindElection && len(n.Holders) > 0:
 			fmt.Fprintf(cfg.err, "note: %s is also an election: `baton release -force -kind election %s` takes the leadership\n", quote(name), quote(name))
+		case n.Kind == admin.KindRWMutex && len(n.Holders) > 0:
+			fmt.Fprintf(cfg.err, "note: %s is also a read-write lock held by %s: `baton release -force -kind rwmutex %s` frees it (`-member MEMBER`: one holder only)\n",
+				quote(name), rwHeldBy(n), quote(name))
 		}
 	}
 }
@@ -170,6 +180,42 @@ func (cfg *config) releaseHolder(a *admin.Admin, kind admin.Kind, name, member s
 		fmt.Fprintf(cfg.out, "granted to the first queued session (it released since)\n")
 	default:
 		fmt.Fprintf(cfg.out, "granted to %s with token %d\n", r.Grantee, r.Token())
+	}
+	return exitOK
+}
+
+// releaseRW force-releases a read-write lock: from member, or with member
+// "" from every holder; it says whom it took the lock from and what
+// became of it.
+func (cfg *config) releaseRW(a *admin.Admin, name, member string) int {
+	ctx, cancel := cfg.ctx()
+	r, err := a.ForceReleaseRWMutex(ctx, name, member)
+	cancel()
+	for _, h := range r.EvictedAll { // done, even when a later release failed
+		fmt.Fprintf(cfg.out, "took the %s lock of rwmutex %s from %s (token %d, instance %s)\n", h.Mode, quote(name), h.Member, h.Token, instance(h.Instance))
+	}
+	if err != nil {
+		return cfg.fail(err)
+	}
+	switch left := len(r.Was.Holders) - len(r.EvictedAll); {
+	case r.Action == admin.ActionNone:
+		fmt.Fprintf(cfg.err, "baton: nobody holds rwmutex %s: nothing released\n", quote(name))
+		return exitNothing
+	case r.Action == admin.ActionGranted:
+		for _, g := range r.Granted {
+			fmt.Fprintf(cfg.out, "granted to %s (%s) with token %d\n", g.Member, g.Mode, g.Token)
+		}
+		if len(r.Granted) == 0 {
+			fmt.Fprintf(cfg.out, "granted to the next queued sessions (they released since)\n")
+		}
+	case member != "" && left > 0:
+		others := "1 other holder"
+		if left > 1 {
+			others = fmt.Sprintf("%d other holders", left)
+		}
+		fmt.Fprintf(cfg.out, "still held by %s, as read before\n", others)
+	default:
+		fmt.Fprintf(cfg.out, "freed: nobody was queued; the next token is above %d\n", r.Token())
 	}
 	return exitOK
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,6 +43,8 @@ func (cfg *config) show(a *admin.Admin, name string) int {
 			showSemaphore(w, n)
 		case admin.KindElection:
 			showElection(w, n)
+		case admin.KindRWMutex:
+			showRWMutex(w, n)
 		default:
 			showLock(w, n)
 		}
@@ -138,15 +142,70 @@ func showElection(w io.Writer, n admin.Name) {
 	}
 }
 
+// showRWMutex prints a read-write lock: its state, last token, and its
+// holders with their modes (readers, or the writer).
+func showRWMutex(w io.Writer, n admin.Name) {
+	switch {
+	case n.Foreign:
+		showForeign(w, n)
+		return
+	case n.Held:
+		fmt.Fprintf(w, "state:\theld (%s)\n", rwHeldBy(n))
+	case n.Marker:
+		fmt.Fprintf(w, "state:\tfree (nobody holds it; the last token is kept)\n")
+	default:
+		fmt.Fprintf(w, "state:\tfree (no key)\n")
+	}
+	if n.Marker || n.Held {
+		fmt.Fprintf(w, "token:\t%d\t(the last issued; the next is higher)\n", n.Token)
+	}
+	fmt.Fprintf(w, "holders:\t%d\n", len(n.Holders))
+	if len(n.Holders) > 0 {
+		fmt.Fprintln(w, "\t#\tMODE\tMEMBER\tINSTANCE\tTOKEN\tLEASE LEFT")
+		for i, h := range n.Holders {
+			fmt.Fprintf(w, "\t%d\t%s\t%s\t%s\t%d\t%v\n", i+1, h.Mode, h.Member, instance(h.Instance), h.Token, h.LeaseLeft)
+		}
+	}
+}
+
+// rwHeldBy says who holds a read-write lock: "2 readers", "its writer".
+func rwHeldBy(n admin.Name) string {
+	readers, writers := 0, 0
+	for _, h := range n.Holders {
+		if h.Mode == admin.ModeWrite {
+			writers++
+		} else {
+			readers++
+		}
+	}
+	var by []string
+	switch {
+	case writers == 1:
+		by = append(by, "its writer")
+	case writers > 1:
+		by = append(by, fmt.Sprintf("%d writers", writers))
+	}
+	switch {
+	case readers == 1:
+		by = append(by, "1 reader")
+	case readers > 1:
+		by = append(by, fmt.Sprintf("%d readers", readers))
+	}
+	return strings.Join(by, " and ")
+}
+
 // showQueue prints the queued sessions (with their campaign values for an
-// election), oldest first.
+// election, their modes for a read-write lock), oldest first.
 func showQueue(out io.Writer, n admin.Name) error {
 	if len(n.Queue) == 0 {
 		return nil
 	}
-	elect := n.Kind == admin.KindElection
+	elect, rw := n.Kind == admin.KindElection, n.Kind == admin.KindRWMutex
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	header := "\t#\tMEMBER\tINSTANCE\tDEADLINE (REDIS CLOCK)\tLEFT\tLEASE"
+	if rw {
+		header = "\t#\tMODE\tMEMBER\tINSTANCE\tDEADLINE (REDIS CLOCK)\tLEFT\tLEASE"
+	}
 	if elect {
 		header += "\tVALUE"
 	}
@@ -159,7 +218,11 @@ func showQueue(out io.Writer, n admin.Name) error {
 		if e.Left > 0 {
 			left = e.Left.String()
 		}
-		fmt.Fprintf(w, "\t%d\t%s\t%s\t%s\t%s\t%v", i+1, e.Member, instance(e.Instance), deadline, left, e.Lease)
+		fmt.Fprintf(w, "\t%d", i+1)
+		if rw {
+			fmt.Fprintf(w, "\t%s", cmp.Or(e.Mode, "?"))
+		}
+		fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%v", e.Member, instance(e.Instance), deadline, left, e.Lease)
 		if elect {
 			fmt.Fprintf(w, "\t%q", e.Value)
 		}

@@ -54,18 +54,21 @@ func (cfg *config) verbError(verb, msg string) int {
 func (cfg *config) parseLs(args []string) (func(*admin.Admin) int, int) {
 	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
 	match := fs.String("match", "*", "list only the names matching this Redis glob")
-	kind := fs.String("kind", "", "list only this kind: lock, semaphore or election (default all three)")
+	kind := fs.String("kind", "", "list only this kind: lock, semaphore, election or rwmutex (default all four)")
 	if _, code, ok := cfg.verbFlags(fs, "ls [-match GLOB] [-kind KIND]", args, false); !ok {
 		return nil, code
 	}
 	if *kind != "" && !slices.Contains(kinds, admin.Kind(*kind)) {
-		return nil, cfg.verbError("ls", fmt.Sprintf("-kind %q: want lock, semaphore or election", *kind))
+		return nil, cfg.verbError("ls", fmt.Sprintf("-kind %q: want %s", *kind, kindList))
 	}
 	return func(a *admin.Admin) int { return cfg.ls(a, *match, admin.Kind(*kind)) }, exitOK
 }
 
 // kinds are the kinds in the order ls and show print them.
-var kinds = []admin.Kind{admin.KindLock, admin.KindSemaphore, admin.KindElection}
+var kinds = []admin.Kind{admin.KindLock, admin.KindSemaphore, admin.KindElection, admin.KindRWMutex}
+
+// kindList names the kinds in an error message.
+const kindList = "lock, semaphore, election or rwmutex"
 
 // ls follows List's cursors to the end and prints the names sorted, then
 // by kind, one a line; only those of kind unless it is "".
@@ -107,9 +110,10 @@ func (cfg *config) ls(a *admin.Admin, match string, kind admin.Kind) int {
 
 // state names a name's state in one word, the same in ls, show, the page
 // and the docs (docs/operating.md, "State words"): held (a lock's holder,
-// a semaphore's permit holders, an election's leader), cached (a lock its
-// session keeps between uses, admin.Name.Cached), pending (an election's
-// holder not leading yet), free or foreign.
+// a semaphore's permit holders, an election's leader, a read-write lock's
+// readers or writer), cached (a lock its session keeps between uses,
+// admin.Name.Cached), pending (an election's holder not leading yet), free
+// or foreign.
 func state(n admin.Name) string {
 	switch {
 	case n.Held && n.Cached:
@@ -134,7 +138,8 @@ func token(n admin.Name) string {
 }
 
 // soonest is the soonest lease left among the holders: a lock's, the
-// permit that frees first unless renewed, an election's leader's.
+// permit or read hold that frees first unless renewed, an election's
+// leader's.
 func soonest(n admin.Name) string {
 	if len(n.Holders) == 0 {
 		return "-"
@@ -146,17 +151,41 @@ func soonest(n admin.Name) string {
 	return d.String()
 }
 
-// holders is how many hold, of how many may: "2/3".
+// holders is how many hold, of how many may: "2/3"; a read-write lock's
+// readers ("2r") or writer ("1w"), "0" when nobody holds it.
 func holders(n admin.Name) string {
 	switch {
 	case n.Foreign:
 		return "-"
+	case n.Kind == admin.KindRWMutex:
+		return rwHolders(n)
 	case n.Kind == admin.KindLock:
 		return fmt.Sprintf("%d/1", len(n.Holders))
 	case n.Limit == 0:
 		return fmt.Sprintf("%d/?", len(n.Holders))
 	}
 	return fmt.Sprintf("%d/%d", len(n.Holders), n.Limit)
+}
+
+// rwHolders counts a read-write lock's holders by mode: "2r", "1w", "0".
+func rwHolders(n admin.Name) string {
+	var r, w int
+	for _, h := range n.Holders {
+		if h.Mode == admin.ModeWrite {
+			w++
+		} else {
+			r++
+		}
+	}
+	switch {
+	case w > 0 && r > 0: // not while the scripts keep the lock: shown as it is
+		return fmt.Sprintf("%dr+%dw", r, w)
+	case w > 0:
+		return fmt.Sprintf("%dw", w)
+	case r > 0:
+		return fmt.Sprintf("%dr", r)
+	}
+	return "0"
 }
 
 // instances lists the holders' instances once each, "?" for one unknown.

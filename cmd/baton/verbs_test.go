@@ -166,12 +166,14 @@ func TestUsage(t *testing.T) {
 		{[]string{"show", "a", "b"}, `unexpected argument "b"`},
 		{[]string{"release", "-force"}, "missing NAME"},
 		{[]string{"release", "-hard", "x"}, "flag provided but not defined: -hard"},
-		{[]string{"release", "-force", "-kind", "mutex", "x"}, `-kind "mutex": want lock, semaphore or election`},
+		{[]string{"release", "-force", "-kind", "mutex", "x"}, `-kind "mutex": want lock, semaphore, election or rwmutex`},
 		{[]string{"release", "-force", "-kind", "semaphore", "x"}, "give the permit's -member"},
 		{[]string{"release", "-force", "-kind", "lock", "-member", "m.0", "x"}, "drop -member"},
-		{[]string{"release", "-force", "-member", "nodot", "x"}, "names neither a permit slot"},
+		{[]string{"release", "-force", "-member", "nodot", "x"}, "names no permit slot"},
 		{append(addr, "release", "-force", "-member", "abc-1.0", "x"), "is not a semaphore's permit slot"},
 		{append(addr, "release", "-force", "-kind", "election", "-member", "abc-1.e0", "x"), "is not an election's campaign slot"},
+		{append(addr, "release", "-force", "-member", "abc-1.r0", "x"), "is not a read-write lock's reader or writer slot"},
+		{append(addr, "release", "-force", "-kind", "rwmutex", "-member", "0123456789abcdef0123456789abcdef-1.0", "x"), "is not a read-write lock's reader or writer slot"},
 		{[]string{"ls", "-kind", "mutex"}, `-kind "mutex"`},
 		{[]string{"ls", "extra"}, `unexpected argument "extra"`},
 		{append(addr, "ls", "-match", "[a"), "unterminated '['"},
@@ -266,6 +268,7 @@ func TestCluster(t *testing.T) {
 	t.Run("release", func(t *testing.T) { forceWithWaiter(t, opt, addrs) })
 	t.Run("release permit", func(t *testing.T) { forcePermitCLI(t, opt, addrs) })
 	t.Run("release leader", func(t *testing.T) { forceLeaderCLI(t, opt, addrs) })
+	t.Run("release rwmutex", func(t *testing.T) { forceRWCLI(t, opt, addrs) })
 }
 
 func matchRe(t testing.TB, what, s, re string) {

@@ -1,8 +1,9 @@
 // Package locktest holds the helpers that the tests of admin, cmd/baton
 // and batonhttp share: baton and rueidis clients closed at cleanup, locks,
-// permits and leaderships taken and awaited with generous bounds, a
-// client's instance record, and a wait for sessions to queue that wakes on
-// Redis's tracking invalidations rather than on a timer.
+// permits, leaderships and read-write holds taken and awaited with
+// generous bounds, a client's instance record, and a wait for sessions to
+// queue that wakes on Redis's tracking invalidations rather than on a
+// timer.
 package locktest
 
 import (
@@ -158,6 +159,40 @@ func Election(t testing.TB, c *baton.Client, name string) *baton.Election {
 	return e
 }
 
+// RWMutex returns c's read-write lock name, or fails t.
+func RWMutex(t testing.TB, c *baton.Client, name string) *baton.RWMutex {
+	t.Helper()
+	m, err := c.RWMutex(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// RLock takes m as a reader within Bound, or fails t.
+func RLock(t testing.TB, m *baton.RWMutex) *baton.Lock {
+	t.Helper()
+	l, err := m.RLock(CtxTimeout(t, Bound))
+	if err != nil {
+		t.Fatalf("RLock(%q): %v", m.Name(), err)
+	}
+	return l
+}
+
+// WLock takes m as the writer within Bound, or fails t.
+func WLock(t testing.TB, m *baton.RWMutex) *baton.Lock {
+	t.Helper()
+	l, err := m.Lock(CtxTimeout(t, Bound))
+	if err != nil {
+		t.Fatalf("RWMutex.Lock(%q): %v", m.Name(), err)
+	}
+	return l
+}
+
+// RWQueue is the queue key of the read-write lock name, for
+// WaitQueuedKey.
+func RWQueue(name string) string { return keyspace.RWKey(baton.DefaultKeyPrefix, name) + ":q" }
+
 // AwaitLeader reads an Observe channel until it sends want, for at most
 // Bound.
 func AwaitLeader(t testing.TB, obs <-chan baton.Leader, want baton.Leader) {
@@ -223,7 +258,8 @@ func WaitQueued(t testing.TB, opt rueidis.ClientOption, name string, want int64)
 }
 
 // WaitQueuedKey is WaitQueued for the queue key q: a semaphore's
-// (keyspace.SemKey's + ":q") or an election's (keyspace.ElectKey's).
+// (keyspace.SemKey's + ":q"), an election's (keyspace.ElectKey's) or a
+// read-write lock's (RWQueue).
 func WaitQueuedKey(t testing.TB, opt rueidis.ClientOption, q string, want int64) {
 	t.Helper()
 	changed := make(chan struct{}, 1)

@@ -9,7 +9,7 @@ import (
 	"github.com/batonlock/baton/internal/keyspace"
 )
 
-// election is step 6: client 1 leads ElectName, client 2 campaigns;
+// election is step 8: client 1 leads ElectName, client 2 campaigns;
 // client 1 resigns and client 2 leads by grant; client 1 campaigns again.
 // It returns the channel on which client 1's campaign sends its
 // leadership.
@@ -68,7 +68,7 @@ func (s *script) campaign(ctx context.Context, e *baton.Election, value string) 
 	return got
 }
 
-// closeLeader is step 7: client 2, leading ElectName, holds CloseName and
+// closeLeader is step 9: client 2, leading ElectName, holds CloseName and
 // waits for BusyName when it is closed; client 1's campaign, following,
 // then leads by grant.
 func (s *script) closeLeader(following <-chan *baton.Lock) {
@@ -110,7 +110,7 @@ func (s *script) closeLeader(following <-chan *baton.Lock) {
 	})
 }
 
-// lostLeader is step 8: client 1 leads LostLeaderName in a session of
+// lostLeader is step 10: client 1 leads LostLeaderName in a session of
 // short lease, and the election's key is deleted from outside.
 func (s *script) lostLeader() {
 	t := s.t
@@ -140,7 +140,7 @@ func (s *script) lostLeader() {
 	f1.Ends["lost"]++
 }
 
-// end is step 9: client 1 releases busy and is closed, leading ElectName.
+// end is step 11: client 1 releases busy and is closed, leading ElectName.
 func (s *script) end(busy *baton.Lock) {
 	t := s.t
 	if err := busy.Unlock(s.bg); err != nil {

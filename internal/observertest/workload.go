@@ -1,7 +1,7 @@
 // Package observertest is the scripted workload that the Observer
 // adapters (the otel and prometheus modules) check their figures against:
 // two clients against a throwaway Redis, whose every step is known, with
-// locks, a semaphore and elections.
+// locks (LockAll's too), a semaphore, a read-write lock and elections.
 package observertest
 
 import (
@@ -28,15 +28,16 @@ type Workload struct {
 
 // Primitives are the primitives the script uses, in the order of
 // baton.Primitive.
-var Primitives = []baton.Primitive{baton.PrimitiveLock, baton.PrimitiveSemaphore, baton.PrimitiveElection}
+var Primitives = []baton.Primitive{baton.PrimitiveLock, baton.PrimitiveSemaphore, baton.PrimitiveElection, baton.PrimitiveRWMutex}
 
-const nPrimitives = int(baton.PrimitiveElection) + 1
+const nPrimitives = int(baton.PrimitiveRWMutex) + 1
 
 // Label values the adapters give how, reason, outcome and end.
 var (
-	Hows = []string{"free", "handoff", "granted"} // a lock's (and "cached"); a permit's or leadership's are PermitHows
-	// PermitHows are how a semaphore's permit or an election's leadership
-	// is acquired: never passed between goroutines nor cached.
+	Hows = []string{"free", "handoff", "granted"} // a lock's (and "cached"); a permit's, leadership's or read-write hold's are PermitHows
+	// PermitHows are how a semaphore's permit, an election's leadership or
+	// a read-write lock's hold is acquired: never passed between
+	// goroutines nor cached.
 	PermitHows = []string{"free", "granted"}
 	Reasons    = []string{"timeout", "canceled", "closed", "error"}
 	Outcomes   = []string{"acquired", "timeout", "canceled", "closed", "error"}
@@ -75,8 +76,11 @@ type Moment struct {
 	Waiting [2][nPrimitives]int
 }
 
-// Names of the scripted steps: locks but for the semaphore SemName and the
-// elections ElectName and LostLeaderName.
+// AllNames are the locks the script takes with LockAll, not in order.
+var AllNames = [...]string{"all-b", "all-a"}
+
+// Names of the scripted steps: locks but for the semaphore SemName, the
+// read-write lock RWName and the elections ElectName and LostLeaderName.
 const (
 	GrantName      = "granted"
 	BusyName       = "busy"
@@ -84,6 +88,7 @@ const (
 	CloseName      = "close"
 	SemName        = "sem"
 	SemLimit       = 2
+	RWName         = "rw"
 	ElectName      = "leader"
 	LostLeaderName = "lost-leader"
 )
@@ -95,6 +100,8 @@ func PrimitiveOf(name string) baton.Primitive {
 		return baton.PrimitiveSemaphore
 	case ElectName, LostLeaderName:
 		return baton.PrimitiveElection
+	case RWName:
+		return baton.PrimitiveRWMutex
 	}
 	return baton.PrimitiveLock
 }
@@ -107,7 +114,7 @@ func PrimitiveOf(name string) baton.Primitive {
 //  1. contention: 4 goroutines per client, rounds Lock/Unlock each on
 //     three names;
 //  2. client 2 waits for GrantName, held by client 1, and gets it by grant;
-//  3. client 1 holds BusyName (until step 8): client 2's TryLock fails, a
+//  3. client 1 holds BusyName (until step 11): client 2's TryLock fails, a
 //     Lock with a 200ms deadline times out, a Lock is cancelled once
 //     waiting;
 //  4. client 1's LostName is deleted from outside: lost;
@@ -115,15 +122,19 @@ func PrimitiveOf(name string) baton.Primitive {
 //     2's TryAcquire fails, its Acquire waits (a Moment) and gets the permit
 //     client 1 releases by grant; its second Acquire is cancelled once
 //     waiting; both release;
-//  6. election ElectName: client 1 leads, client 2 campaigns (a Moment);
+//  6. read-write lock RWName: client 1 reads; client 2's TryLock fails,
+//     its Lock waits (a Moment) and writes by grant once client 1 stops
+//     reading; its RLock waits behind its own write and is cancelled;
+//  7. client 1 takes AllNames with LockAll and releases them;
+//  8. election ElectName: client 1 leads, client 2 campaigns (a Moment);
 //     client 1 resigns and client 2 leads by grant; client 1 campaigns
 //     again;
-//  7. client 2 holds CloseName and leads, and waits for BusyName (a
+//  9. client 2 holds CloseName and leads, and waits for BusyName (a
 //     Moment) when it is closed: client 1 leads by grant (the failover, a
 //     Moment);
-//  8. client 1 leads LostLeaderName in a session of short lease; its key is
-//     deleted from outside: lost;
-//  9. client 1 releases BusyName and is closed, leading ElectName.
+//  10. client 1 leads LostLeaderName in a session of short lease; its key
+//     is deleted from outside: lost;
+//  11. client 1 releases BusyName and is closed, leading ElectName.
 func Run(t *testing.T, ctx context.Context, obs [2]baton.Observer, rounds int, at func(Moment)) Workload {
 	t.Helper()
 	s := newScript(t, ctx, obs, at)
@@ -132,6 +143,8 @@ func Run(t *testing.T, ctx context.Context, obs [2]baton.Observer, rounds int, a
 	busy := s.busy()
 	s.loss()
 	s.semaphore()
+	s.readWrite()
+	s.lockAll()
 	following := s.election()
 	s.closeLeader(following)
 	s.lostLeader()
@@ -193,8 +206,9 @@ func (s *script) finish() Workload {
 		st := c.Stats()
 		w.Stats[i] = st
 		waits := s.tees[i].waiting()
-		// Permits and leaderships are never handed off: every hand-off and
-		// every grant the script did not make is a lock's.
+		// Permits, leaderships and read-write holds are never handed off:
+		// every hand-off and every grant the script did not make is a
+		// lock's.
 		lock := s.fig(i, baton.PrimitiveLock)
 		lock.Acquired["handoff"] = int(st.LocalHandoffs)
 		lock.Acquired["granted"] = int(st.Granted)
