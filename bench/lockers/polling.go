@@ -123,9 +123,8 @@ func (p *pollingLocker) Lock(ctx context.Context, name string) (func(context.Con
 		return nil, err
 	}
 	key := "polling:" + name
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	var w waiter
+	defer w.stop()
 	for {
 		held, err := p.try(ctx, key, token)
 		if err != nil {
@@ -134,11 +133,8 @@ func (p *pollingLocker) Lock(ctx context.Context, name string) (func(context.Con
 		if held {
 			return p.unlockFunc(key, token), nil
 		}
-		timer.Reset(p.every)
-		select {
-		case <-ctx.Done():
+		if !w.sleep(ctx, p.every) {
 			return nil, ctx.Err()
-		case <-timer.C:
 		}
 	}
 }
@@ -200,9 +196,8 @@ func Nested(ctx context.Context, names []string, lock, try LockFunc, backoff fun
 	if len(names) == 0 {
 		return nil, nil, errors.New("no names")
 	}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	var w waiter
+	defer w.stop()
 	for {
 		held, tokens, err := nestedOnce(ctx, names, lock, try)
 		if err != nil {
@@ -211,11 +206,8 @@ func Nested(ctx context.Context, names []string, lock, try LockFunc, backoff fun
 		if held != nil {
 			return func(ctx context.Context) error { return releaseAll(ctx, held) }, tokens, nil
 		}
-		timer.Reset(backoff())
-		select {
-		case <-ctx.Done():
+		if !w.sleep(ctx, backoff()) {
 			return nil, nil, ctx.Err()
-		case <-timer.C:
 		}
 	}
 }
@@ -256,6 +248,31 @@ func releaseAll(ctx context.Context, unlocks []func(context.Context) error) erro
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// waiter sleeps between attempts on one timer, made at the first sleep:
+// an attempt that succeeds at once makes none.
+type waiter struct{ t *time.Timer }
+
+// sleep waits d, or until ctx ends (false).
+func (w *waiter) sleep(ctx context.Context, d time.Duration) bool {
+	if w.t == nil {
+		w.t = time.NewTimer(d)
+	} else {
+		w.t.Reset(d)
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-w.t.C:
+		return true
+	}
+}
+
+func (w *waiter) stop() {
+	if w.t != nil {
+		w.t.Stop()
+	}
 }
 
 // jitter returns a backoff uniform in [d/2, 3d/2).

@@ -74,9 +74,8 @@ func (p *pollingRW) acquire(ctx context.Context, name string, take, give *rueidi
 		return nil, 0, err
 	}
 	key := "polling-rw:{" + name + "}"
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	var w waiter
+	defer w.stop()
 	for {
 		n, err := take.Exec(ctx, p.c, []string{key}, []string{token, p.ttlMS}).AsInt64()
 		if err != nil {
@@ -94,11 +93,8 @@ func (p *pollingRW) acquire(ctx context.Context, name string, take, give *rueidi
 				return err
 			}, 0, nil
 		}
-		timer.Reset(p.every)
-		select {
-		case <-ctx.Done():
+		if !w.sleep(ctx, p.every) {
 			return nil, 0, ctx.Err()
-		case <-timer.C:
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonlock/baton/bench/front"
 	"github.com/batonlock/baton/bench/lockers"
 	"github.com/batonlock/baton/bench/netcount"
 	"github.com/batonlock/baton/bench/redisx"
@@ -122,6 +123,9 @@ func runScenarios(ctx context.Context, o *options, envs *environments, scens []w
 		if v, ok := report.FrontOf(sr); ok {
 			report.FrontTable(os.Stdout, v)
 			rep.Fronts = append(rep.Fronts, v)
+		} else if err := lockers.Supports("baton", sc.Params.Needs()); sc.IsContention() && err != nil {
+			// The summary says which shapes have no verdict yet, and why.
+			rep.Fronts = append(rep.Fronts, front.Verdict{Shape: sc.Name, Missing: "baton not run: " + err.Error()})
 		}
 	}
 	return bad
@@ -159,7 +163,7 @@ func runScenario(ctx context.Context, o *options, envs *environments, sc workloa
 	slibs, note, skip := withoutBaton(o, sc, slibs)
 	sr.Note = note
 	if skip {
-		fmt.Fprintf(os.Stderr, "lockbench: %s: skipped: %s\n", sc.Name, note)
+		fmt.Fprintf(os.Stderr, "lockbench: %s: skipped: %v\n", sc.Name, lockers.Supports("baton", sc.Params.Needs()))
 		report.Header(os.Stdout, sr)
 		return sr, false
 	}
