@@ -129,6 +129,18 @@ func (b *batonLocker) RLock(ctx context.Context, name string) (func(context.Cont
 	return unlockOf(m.RLock(ctx))
 }
 
+// WLock takes the writer's side of name's read-write lock.
+func (b *batonLocker) WLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	if b.rw == nil {
+		return nil, 0, errNoRWMutex
+	}
+	m, err := b.rw(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return unlockOf(m.Lock(ctx))
+}
+
 // LockAll takes every name at once with Client.LockAll.
 func (b *batonLocker) LockAll(ctx context.Context, names []string) (func(context.Context) error, []uint64, error) {
 	if b.all == nil {
@@ -159,6 +171,10 @@ func unlockOf(l *baton.Lock, err error) (func(context.Context) error, uint64, er
 type batonMutex struct{ *batonLocker }
 
 func (b batonMutex) RLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	return b.LockToken(ctx, name)
+}
+
+func (b batonMutex) WLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
 	return b.LockToken(ctx, name)
 }
 

@@ -31,11 +31,13 @@ type TokenLocker interface {
 	LockToken(ctx context.Context, name string) (unlock func(ctx context.Context) error, token uint64, err error)
 }
 
-// RWLocker is a Locker with a read-write lock on each name: RLock takes the
-// shared side, Locker.Lock (or TokenLocker.LockToken) the exclusive one.
-// token is the lock's fencing token, 0 for libraries without one.
+// RWLocker is a Locker with a read-write lock on each name: RLock takes a
+// reader's share, WLock the writer's side (which may differ from the
+// library's plain Lock). token is the lock's fencing token, 0 for
+// libraries without one.
 type RWLocker interface {
 	RLock(ctx context.Context, name string) (unlock func(ctx context.Context) error, token uint64, err error)
+	WLock(ctx context.Context, name string) (unlock func(ctx context.Context) error, token uint64, err error)
 }
 
 // MultiLocker takes several names at once, all of them or none: the

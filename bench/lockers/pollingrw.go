@@ -101,8 +101,13 @@ func (p *pollingRW) acquire(ctx context.Context, name string, take, give *rueidi
 
 // Lock takes the name exclusively (the writer's side).
 func (p *pollingRW) Lock(ctx context.Context, name string) (func(context.Context) error, error) {
-	u, _, err := p.acquire(ctx, name, pollingWLock, pollingWUnlock)
+	u, _, err := p.WLock(ctx, name)
 	return u, err
+}
+
+// WLock takes the writer's side.
+func (p *pollingRW) WLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	return p.acquire(ctx, name, pollingWLock, pollingWUnlock)
 }
 
 // RLock takes a reader's share.

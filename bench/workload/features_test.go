@@ -36,17 +36,20 @@ func (r memRW) take(ctx context.Context, name string, n int64) (func(context.Con
 	return func(context.Context) error { s.Release(n); return nil }, r.token.Add(1), nil
 }
 
-func (r memRW) LockToken(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
-	return r.take(ctx, name, rwUnits)
-}
-
+// Lock is a plain lock of its own, another key than the read-write
+// lock's (as a library's mutex is): a workload that took it for writes
+// would see writers overlap readers.
 func (r memRW) Lock(ctx context.Context, name string) (func(context.Context) error, error) {
-	u, _, err := r.LockToken(ctx, name)
+	u, _, err := r.take(ctx, "plain:"+name, rwUnits)
 	return u, err
 }
 
 func (r memRW) RLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
 	return r.take(ctx, name, 1)
+}
+
+func (r memRW) WLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	return r.take(ctx, name, rwUnits)
 }
 
 func (memRW) Close() {}
@@ -56,6 +59,10 @@ type brokenRW struct{ brokenLocker }
 
 func (brokenRW) RLock(context.Context, string) (func(context.Context) error, uint64, error) {
 	return func(context.Context) error { return nil }, 0, nil
+}
+
+func (b brokenRW) WLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	return b.RLock(ctx, name)
 }
 
 // memMulti takes several names by nesting memLocker's Lock and a try.

@@ -376,12 +376,16 @@ func safeAcquire(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, 
 			return nil, nil, errors.New("the library takes one name at a time (no LockAll)")
 		}
 		return ml.LockAll(ctx, []string{names[o.n], names[o.n2]})
-	case o.shared:
+	case o.rw:
 		rl, ok := l.(lockers.RWLocker)
 		if !ok {
-			return nil, nil, errors.New("the library has no read-write lock (no RLock)")
+			return nil, nil, errors.New("the library has no read-write lock (no RLock, WLock)")
 		}
-		unlock, token, err = rl.RLock(ctx, names[o.n])
+		if o.shared {
+			unlock, token, err = rl.RLock(ctx, names[o.n])
+		} else {
+			unlock, token, err = rl.WLock(ctx, names[o.n])
+		}
 	case tl != nil:
 		unlock, token, err = tl.LockToken(ctx, names[o.n])
 	default:
