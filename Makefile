@@ -1,5 +1,6 @@
 # make test   vet and the full test suite with -race against throwaway redis-servers
-# make bench  side-by-side comparison with peer libraries (bench/ module)
+# make bench  baton against its peers (polling swept 1-50 ms) in each contended shape, drawn as a
+#             front, and baton's cost curves (bench/ module; about 7 minutes)
 # make chaos  the fault-injection suite at length (minutes); make test runs it briefly
 # make soak   the randomized workload (TestWorkload) for SOAK_DURATION; make test runs it briefly
 GO    ?= go
@@ -59,7 +60,7 @@ bench: deps
 bench-failover: deps
 	cd bench && $(GO) run ./cmd/lockbench -scenarios failover -out ../$(BENCH_OUT)/failover
 
-# A short run of every scenario, for CI: checks the harness, not the numbers.
+# A short run of make bench's shapes and curves, for CI: checks the harness, not the numbers.
 bench-smoke: deps
 	cd bench && $(GO) run ./cmd/lockbench -scenarios standard -short
 

@@ -15,16 +15,29 @@ const BatonMinReplicas = "baton+MinReplicas1"
 
 // BatonNoCache is baton with lock caching off (Options.CacheIdle
 // negative): every Unlock releases the key in Redis and every Lock asks
-// Redis, as before caching. It runs by default, right after baton, so
-// that the tables show what caching buys.
+// Redis, as before caching. Not in "all": name it to see what caching
+// buys.
 const BatonNoCache = "baton-nocache"
+
+// BatonMutex is baton's plain lock taken for reads and writes alike: the
+// reference a read-write lock is measured against.
+const BatonMutex = "baton-mutex"
+
+// BatonNested takes several names with baton's Lock and TryLock nested,
+// releasing and backing off (2.5-7.5 ms) when one is taken (see Nested):
+// the reference an all-or-none LockAll is measured against.
+const BatonNested = "baton-nested"
+
+// nestedBackoff is BatonNested's mean backoff.
+const nestedBackoff = 5 * time.Millisecond
 
 // baton with its defaults except LeaseTTL (Config.TTL, 10s by default)
 // and, for the variants, MinReplicas or CacheIdle.
 // On a cluster rueidis discovers the topology from the addresses.
 func init() {
 	register("baton", newBaton)
-	register(BatonNoCache, func(cfg Config, t Target) (Locker, error) {
+	registerFeatures("baton", batonFeatures)
+	registerExtra(BatonNoCache, func(cfg Config, t Target) (Locker, error) {
 		cfg.CacheIdle = -1
 		return newBaton(cfg, t)
 	})
@@ -35,13 +48,33 @@ func init() {
 		}
 		return newBaton(cfg, t)
 	})
+	registerExtra(BatonMutex, func(cfg Config, t Target) (Locker, error) {
+		l, err := newBaton(cfg, t)
+		if err != nil {
+			return nil, err
+		}
+		return batonMutex{l.(*batonLocker)}, nil
+	})
+	registerFeatures(BatonMutex, rwOnly)
+	registerExtra(BatonNested, func(cfg Config, t Target) (Locker, error) {
+		l, err := newBaton(cfg, t)
+		if err != nil {
+			return nil, err
+		}
+		return batonNested{l.(*batonLocker)}, nil
+	})
+	registerFeatures(BatonNested, multiOnly)
 }
 
 // batonLocker holds method values rather than the client type so that it
 // does not depend on the name of baton's client type or whether its Close
-// returns an error.
+// returns an error. rw and all are the read-write lock and LockAll when
+// this build of baton has them (baton_api.go), else nil.
 type batonLocker struct {
 	lock  func(ctx context.Context, name string) (*baton.Lock, error)
+	try   func(ctx context.Context, name string) (*baton.Lock, error)
+	rw    func(name string) (rwMutex, error)
+	all   lockAller
 	close func()
 }
 
@@ -56,7 +89,10 @@ func newBaton(cfg Config, t Target) (Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &batonLocker{lock: c.Lock, close: func() { c.Close() }}, nil
+	b := &batonLocker{lock: c.Lock, try: c.TryLock, close: func() { c.Close() }}
+	b.rw, _ = rwMutexOf(c)
+	b.all, _ = lockAllOf(c)
+	return b, nil
 }
 
 func (b *batonLocker) Lock(ctx context.Context, name string) (func(context.Context) error, error) {
@@ -65,11 +101,86 @@ func (b *batonLocker) Lock(ctx context.Context, name string) (func(context.Conte
 }
 
 func (b *batonLocker) LockToken(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
-	l, err := b.lock(ctx, name)
+	return unlockOf(b.lock(ctx, name))
+}
+
+// tryToken is one TryLock: a nil unlock and nil error when the name is
+// held elsewhere.
+func (b *batonLocker) tryToken(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	l, err := b.try(ctx, name)
+	if err != nil {
+		if isNotAcquired(err) {
+			return nil, 0, nil
+		}
+		return nil, 0, err
+	}
+	return l.Unlock, l.Token(), nil
+}
+
+// RLock takes a reader's share of name's read-write lock (Client.RWMutex).
+func (b *batonLocker) RLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	if b.rw == nil {
+		return nil, 0, errNoRWMutex
+	}
+	m, err := b.rw(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return unlockOf(m.RLock(ctx))
+}
+
+// WLock takes the writer's side of name's read-write lock.
+func (b *batonLocker) WLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	if b.rw == nil {
+		return nil, 0, errNoRWMutex
+	}
+	m, err := b.rw(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return unlockOf(m.Lock(ctx))
+}
+
+// LockAll takes every name at once with Client.LockAll.
+func (b *batonLocker) LockAll(ctx context.Context, names []string) (func(context.Context) error, []uint64, error) {
+	if b.all == nil {
+		return nil, nil, errNoLockAll
+	}
+	ls, err := b.all.LockAll(ctx, names...)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlocks := make([]func(context.Context) error, len(ls))
+	tokens := make([]uint64, len(ls))
+	for i, l := range ls {
+		unlocks[i], tokens[i] = l.Unlock, l.Token()
+	}
+	return func(ctx context.Context) error { return releaseAll(ctx, unlocks) }, tokens, nil
+}
+
+func (b *batonLocker) Close() { b.close() }
+
+func unlockOf(l *baton.Lock, err error) (func(context.Context) error, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
 	return l.Unlock, l.Token(), nil
 }
 
-func (b *batonLocker) Close() { b.close() }
+// batonMutex is BatonMutex: readers take the plain lock too.
+type batonMutex struct{ *batonLocker }
+
+func (b batonMutex) RLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	return b.LockToken(ctx, name)
+}
+
+func (b batonMutex) WLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
+	return b.LockToken(ctx, name)
+}
+
+// batonNested is BatonNested: Lock, then TryLock, back off and retry.
+type batonNested struct{ *batonLocker }
+
+func (b batonNested) LockAll(ctx context.Context, names []string) (func(context.Context) error, []uint64, error) {
+	return Nested(ctx, names, b.LockToken, b.tryToken, func() time.Duration { return jitter(nestedBackoff) })
+}

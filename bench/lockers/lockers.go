@@ -31,6 +31,35 @@ type TokenLocker interface {
 	LockToken(ctx context.Context, name string) (unlock func(ctx context.Context) error, token uint64, err error)
 }
 
+// RWLocker is a Locker with a read-write lock on each name: RLock takes a
+// reader's share, WLock the writer's side (which may differ from the
+// library's plain Lock). token is the lock's fencing token, 0 for
+// libraries without one.
+type RWLocker interface {
+	RLock(ctx context.Context, name string) (unlock func(ctx context.Context) error, token uint64, err error)
+	WLock(ctx context.Context, name string) (unlock func(ctx context.Context) error, token uint64, err error)
+}
+
+// MultiLocker takes several names at once, all of them or none: the
+// returned unlock releases them all. tokens are the locks' fencing tokens
+// in the order of names (nil for libraries without them).
+type MultiLocker interface {
+	LockAll(ctx context.Context, names []string) (unlock func(ctx context.Context) error, tokens []uint64, err error)
+}
+
+// Feature is what a scenario needs of a library beyond one lock at a time.
+type Feature string
+
+// Features.
+const (
+	// FeatureLock is a plain lock (or a semaphore's permit): Locker.
+	FeatureLock Feature = ""
+	// FeatureRW is a read-write lock: RWLocker.
+	FeatureRW Feature = "read-write lock"
+	// FeatureMulti is several names at once: MultiLocker.
+	FeatureMulti Feature = "several names at once"
+)
+
 // Config carries the knobs shared by all adapters.
 type Config struct {
 	// TTL is the lease/expiry used by libraries that need one (baton,
@@ -93,10 +122,14 @@ var (
 	mu       sync.Mutex
 	registry = map[string]constructor{}
 	extras   = map[string]bool{}
+	// supports says whether a library offers a Feature; a library not in
+	// it offers FeatureLock only.
+	supports = map[string]func(Feature) error{}
 )
 
-// Canonical order of the libraries (used for "all").
-var canonical = []string{"baton", BatonNoCache, "rueidislock", "redsync", "bsm", "polling"}
+// Canonical order of the libraries (used for "all"): baton, then the peers,
+// the polling lock once per interval of PollSweep.
+var canonical = append([]string{"baton", "rueidislock", "redsync", "bsm"}, SweepNames("polling")...)
 
 func register(name string, c constructor) {
 	mu.Lock()
@@ -110,6 +143,29 @@ func registerExtra(name string, c constructor) {
 	mu.Lock()
 	extras[name] = true
 	mu.Unlock()
+}
+
+// registerFeatures records which Features a library offers (nil error) or
+// why not.
+func registerFeatures(name string, f func(Feature) error) {
+	mu.Lock()
+	defer mu.Unlock()
+	supports[name] = f
+}
+
+// Supports returns nil if the library offers f, else an error that says
+// why not: a scenario that needs f runs the libraries that offer it.
+func Supports(name string, f Feature) error {
+	if f == FeatureLock {
+		return nil
+	}
+	mu.Lock()
+	s := supports[name]
+	mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("%s has no %s", name, f)
+	}
+	return s(f)
 }
 
 // IsExtra reports a variant that is not part of "all" (e.g.

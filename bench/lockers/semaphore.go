@@ -18,8 +18,10 @@ import (
 
 var (
 	semRegistry = map[string]constructor{}
-	// Canonical order of the semaphore libraries.
-	semCanonical = []string{"baton", "counter"}
+	semExtras   = map[string]bool{}
+	// Canonical order of the semaphore libraries: baton, then the counter
+	// once per interval of PollSweep.
+	semCanonical = append([]string{"baton"}, SweepNames("counter")...)
 )
 
 func registerSemaphore(name string, c constructor) {
@@ -30,7 +32,14 @@ func registerSemaphore(name string, c constructor) {
 
 func init() {
 	registerSemaphore("baton", newBatonSemaphore)
-	registerSemaphore("counter", newCounterSemaphore)
+	for _, d := range PollSweep {
+		registerSemaphore(SweepName("counter", d), counterEvery(d))
+	}
+	// "counter" (not in "all") is the 50 ms one.
+	registerSemaphore("counter", counterEvery(PollInterval))
+	mu.Lock()
+	semExtras["counter"] = true
+	mu.Unlock()
 }
 
 // SemaphoreNames returns the semaphore libraries in canonical order.
@@ -47,7 +56,7 @@ func SemaphoreNames() []string {
 	}
 	var rest []string
 	for n := range semRegistry {
-		if !seen[n] {
+		if !seen[n] && !semExtras[n] {
 			rest = append(rest, n)
 		}
 	}
@@ -125,11 +134,12 @@ func (b *batonSemaphore) LockToken(ctx context.Context, name string) (func(conte
 func (b *batonSemaphore) Close() { b.c.Close() }
 
 // counter is the semaphore a user writes today with one Redis counter and
-// polling, as the lock's "polling" peer is the lock they write:
+// polling, as the lock's polling peer is the lock they write:
 //
 //	acquire: INCR key and PEXPIRE key ttl, pipelined (one round trip);
 //	         if the INCR returned more than the limit: DECR key, sleep
-//	         PollInterval (50 ms), try again
+//	         the polling interval ("counter-1ms" ... "counter-50ms";
+//	         "counter" is 50 ms), try again
 //	release: DECR key
 //
 // The PEXPIRE is the safety TTL a user adds so that permits of crashed
@@ -145,17 +155,20 @@ type counterSemaphore struct {
 	c     rueidis.Client
 	limit int64
 	ttlMS int64
+	every time.Duration
 }
 
-func newCounterSemaphore(cfg Config, t Target) (Locker, error) {
-	if cfg.Limit < 1 {
-		return nil, errors.New("counter semaphore: limit < 1")
+func counterEvery(every time.Duration) constructor {
+	return func(cfg Config, t Target) (Locker, error) {
+		if cfg.Limit < 1 {
+			return nil, errors.New("counter semaphore: limit < 1")
+		}
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: t.Addrs, DisableCache: true, DialCtxFn: cfg.Dial})
+		if err != nil {
+			return nil, err
+		}
+		return &counterSemaphore{c: c, limit: int64(cfg.Limit), ttlMS: cfg.ttl().Milliseconds(), every: every}, nil
 	}
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: t.Addrs, DisableCache: true, DialCtxFn: cfg.Dial})
-	if err != nil {
-		return nil, err
-	}
-	return &counterSemaphore{c: c, limit: int64(cfg.Limit), ttlMS: cfg.ttl().Milliseconds()}, nil
 }
 
 // counterGiveBack bounds a DECR that gives a permit back.
@@ -188,9 +201,9 @@ func (s *counterSemaphore) Lock(ctx context.Context, name string) (func(context.
 			return nil, err
 		}
 		if timer == nil {
-			timer = time.NewTimer(PollInterval)
+			timer = time.NewTimer(s.every)
 		} else {
-			timer.Reset(PollInterval)
+			timer.Reset(s.every)
 		}
 		select {
 		case <-ctx.Done():

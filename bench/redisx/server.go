@@ -440,6 +440,30 @@ func (a *Admin) DBSizes(ctx context.Context) ([]int64, error) {
 	return out, nil
 }
 
+// UsedMemory returns INFO memory's used_memory (bytes), summed over the
+// nodes.
+func (a *Admin) UsedMemory(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var total int64
+	for _, n := range a.nodes {
+		txt, err := n.c.Do(ctx, n.c.B().Info().Section("memory").Build()).ToString()
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", n.addr, err)
+		}
+		v, err := strconv.ParseInt(infoField(txt, "used_memory"), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: used_memory: %w", n.addr, err)
+		}
+		total += v
+	}
+	return total, nil
+}
+
+// Node returns the client of node i (in the order of Addrs), which sends
+// every command to that node.
+func (a *Admin) Node(i int) rueidis.Client { return a.nodes[i].c }
+
 // Version returns INFO server's redis_version of the first node.
 func (a *Admin) Version(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -2,7 +2,9 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -69,4 +71,45 @@ func clampMS(us float64) float64 {
 		us = 1
 	}
 	return us / 1000
+}
+
+// logTicks marks the integer multiples of each power of ten on a log
+// axis and labels 1, 2 and 5 times them (every mark when that would
+// label fewer than two): gonum's LogTicks labels the powers alone, which
+// leaves an axis spanning less than a decade unlabelled.
+type logTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0) || !(hi > lo) {
+		return nil
+	}
+	var ts []plot.Tick
+	labelled := 0
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		p := math.Pow(10, e)
+		for m := 1; m < 10; m++ {
+			v := float64(m) * p
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = tickLabel(v, e)
+				labelled++
+			}
+			ts = append(ts, t)
+		}
+	}
+	if labelled < 2 {
+		for i := range ts {
+			ts[i].Label = tickLabel(ts[i].Value, math.Floor(math.Log10(ts[i].Value)))
+		}
+	}
+	return ts
+}
+
+// tickLabel writes v, a multiple of 10^e, with the decimals it needs.
+func tickLabel(v, e float64) string {
+	return strconv.FormatFloat(v, 'f', max(0, int(-e)), 64)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/bench/front"
 	"github.com/batonlock/baton/bench/lockers"
 	"github.com/batonlock/baton/bench/workload"
 )
@@ -23,6 +24,10 @@ type ScenarioResult struct {
 	Metrics    []workload.Metrics        `json:"results,omitempty"`
 	Holding    []workload.HoldingMetrics `json:"holding,omitempty"`
 	Failover   *workload.FailoverMetrics `json:"failover,omitempty"`
+	Curve      *workload.CurveResult     `json:"curve,omitempty"`
+	// Note says what the run left out, and why (a library without the
+	// feature the scenario needs).
+	Note string `json:"note,omitempty"`
 }
 
 // Run is the whole report.
@@ -44,6 +49,10 @@ type Run struct {
 	// ProcsScenarios are the scenarios whose instances ran as processes
 	// although Procs is false (presets that always do: Scenario.Procs).
 	ProcsScenarios []string `json:"procs_scenarios,omitempty"`
+	// Fronts judge baton in each contention scenario it ran in.
+	Fronts []front.Verdict `json:"fronts,omitempty"`
+	// Seconds is the run's wall time.
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 // Header writes the scenario heading.
@@ -68,7 +77,42 @@ func Header(w io.Writer, sr ScenarioResult) {
 			s.About, f.Candidates, f.Observers, f.Rounds, f.Lease, on)
 		return
 	}
-	fmt.Fprintf(w, "%s: %s.%s\n\n", s.About, s.Params, on)
+	if c := s.Curve; c != nil {
+		fmt.Fprintf(w, "%s: %s.%s\n", s.About, curveSetup(c), on)
+		if sr.Note != "" {
+			fmt.Fprintf(w, "\n%s\n", sr.Note)
+		}
+		return
+	}
+	runs := ""
+	if len(sr.Metrics) > 0 && len(sr.Metrics[0].Runs) > 1 {
+		runs = fmt.Sprintf(" Medians of %d runs of each library, the order reversed every other run.", len(sr.Metrics[0].Runs))
+	}
+	fmt.Fprintf(w, "%s: %s.%s%s\n\n", s.About, s.Params, on, runs)
+	if sr.Note != "" {
+		fmt.Fprintf(w, "%s\n\n", sr.Note)
+	}
+}
+
+// curveSetup describes a curve's sizes and windows.
+func curveSetup(c *workload.CurveParams) string {
+	var sizes []string
+	for _, n := range c.Sizes {
+		sizes = append(sizes, count(n))
+	}
+	at := strings.Join(sizes, ", ")
+	switch c.Kind {
+	case workload.CurveWaiters:
+		return fmt.Sprintf("%s sessions over %d processes; lock: hold %v per turn; semaphore of %d permits: hold %v; Redis measured %v with nobody waiting, %v with everyone queued, %v while they take turns (after a rotation: every session had a turn)",
+			at, c.Procs, c.Hold, c.Limit, c.SemHold, c.Idle, c.Wait, c.Handoff)
+	case workload.CurveNames:
+		return fmt.Sprintf("%s names, up to %s through the client; above that Redis is filled with copies of the keys the last real name left (DUMP/RESTORE, same TTL), a cheaper measurement, and the client is not measured", at, count(c.Real))
+	case workload.CurveHeld:
+		return fmt.Sprintf("%s locks, lease %v (a renewal tick every %v), held %v", at, c.Holding.LeaseTTL, c.Holding.Renew(), c.Holding.HoldFor())
+	case workload.CurveCommands:
+		return c.Shape.String() + ", baton on a standalone server, then on the cluster"
+	}
+	return at
 }
 
 // Table writes one scenario's Markdown table and the notes under it. A
@@ -214,109 +258,6 @@ func Notes(w io.Writer, ms []workload.Metrics) {
 	}
 }
 
-// HoldingTable writes the holding scenario's tables: footprint, then the
-// load per renewal tick.
-func HoldingTable(w io.Writer, hs []workload.HoldingMetrics) {
-	fmt.Fprintln(w, "| library | locks held | acquire s | goroutines/lock | heap B/lock | Redis cmds/s | cmds/s per lock | Redis CPU | keys before/after hold/after release | unlock s | goroutines left after Close |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-	var notes []string
-	for _, h := range hs {
-		fmt.Fprintf(w, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %d/%d/%d | %s | %d |\n",
-			h.Library, h.Acquired, h.Locks, num(h.AcquireSeconds, 2),
-			num(float64(h.GoroutinesPerLock), 2), num(float64(h.HeapBytesPerLock), 0),
-			num(float64(h.CmdsPerSec), 0), num(float64(h.CmdsPerLockS), 2),
-			pctCore(float64(h.CPUPerSec)), h.KeysBefore, h.KeysAfter, h.KeysReleased, num(h.UnlockSeconds, 2), h.GoroutineLeak)
-		if h.Error != "" {
-			notes = append(notes, fmt.Sprintf("**%s**: %s", h.Library, h.Error))
-		}
-		if h.AcquireTimedOut {
-			notes = append(notes, fmt.Sprintf("**%s**: acquiring timed out", h.Library))
-		}
-		if h.UnlockTimedOut {
-			notes = append(notes, fmt.Sprintf("**%s**: releasing timed out", h.Library))
-		}
-		for _, e := range sortedCounts(h.LockErrors) {
-			notes = append(notes, fmt.Sprintf("**%s**: Lock error x%d: %s", h.Library, e.n, e.k))
-		}
-		for _, e := range sortedCounts(h.UnlockErrors) {
-			notes = append(notes, fmt.Sprintf("**%s**: Unlock error x%d: %s", h.Library, e.n, e.k))
-		}
-		if h.Handshakes > 0 {
-			notes = append(notes, fmt.Sprintf("%s: opened %d connection(s) during the hold (their HELLO handshakes are not counted as round trips)", h.Library, h.Handshakes))
-		}
-		if h.KeysAfter < int64(h.Acquired) {
-			// Fewer keys than held locks (keys of released warm-up locks may
-			// expire meanwhile, and do not count).
-			notes = append(notes, fmt.Sprintf("**%s**: %d keys after the hold for %d held locks: leases lapsed", h.Library, h.KeysAfter, h.Acquired))
-		}
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Per renewal tick during the hold, after acquiring (values per node in node order; round trips = socket writes that end a pipelined batch, see README):")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| library | nodes holding locks | ticks | round trips/tick per node | round trips/tick | socket writes/tick per node | keep-alive PINGs/tick | scripts/tick per node | scripts/tick | KiB sent/tick | Redis cmds/s per node | Redis CPU per node |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-	for _, h := range hs {
-		var rt, wr, sc, cs, cpu []string
-		for _, n := range h.PerNode {
-			rt = append(rt, num(float64(n.RoundTripsPerTick), 2))
-			wr = append(wr, num(float64(n.WritesPerTick), 2))
-			sc = append(sc, num(float64(n.ScriptsPerTick), 1))
-			cs = append(cs, num(float64(n.CmdsPerSec), 0))
-			cpu = append(cpu, pctCore(float64(n.CPUPerSec)))
-		}
-		ticks := num(float64(h.Ticks), 2)
-		if h.Bursts > 0 && float64(h.Ticks) == float64(h.Bursts) {
-			ticks = fmt.Sprintf("%d seen", h.Bursts)
-		}
-		fmt.Fprintf(w, "| %s | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			h.Library, h.NodesWithLocks, h.Nodes, ticks, strings.Join(rt, " / "), num(float64(h.RoundTripsPerTick), 2),
-			strings.Join(wr, " / "), num(float64(h.PingsPerTick), 2), strings.Join(sc, " / "), num(float64(h.ScriptsPerTick), 1),
-			num(float64(h.BytesPerTick)/1024, 1), strings.Join(cs, " / "), strings.Join(cpu, " / "))
-	}
-	if len(notes) > 0 {
-		fmt.Fprintln(w)
-		for _, n := range notes {
-			fmt.Fprintf(w, "- %s\n", n)
-		}
-	}
-}
-
-// FailoverTable writes the failover scenario's table: from the end of the
-// leader's term (its Unlock call; the SIGKILL of its process) to the next
-// leader's Campaign returning and to every Observe reader seeing it.
-func FailoverTable(w io.Writer, m workload.FailoverMetrics) {
-	if m.SetupError != "" {
-		fmt.Fprintf(w, "- **failover**: setup failed: %s\n", m.SetupError)
-		return
-	}
-	fmt.Fprintf(w, "| term ended by | rounds | next Campaign returns p50 | p90 | max | all %d readers saw it p50 | p90 | max | first reader p50 | Unlock call p50 |\n", m.Params.Observers)
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-	for _, r := range []struct {
-		name string
-		st   workload.FailoverStats
-	}{{"leader's Unlock", m.Resign}, {fmt.Sprintf("SIGKILL of the leader's process (lease %v)", m.Params.Lease), m.Kill}} {
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.name, r.st.Rounds,
-			dur(r.st.CampaignP50US), dur(r.st.CampaignP90US), dur(r.st.CampaignMaxUS),
-			dur(r.st.AllObservedP50US), dur(r.st.AllObservedP90US), dur(r.st.AllObservedMaxUS),
-			dur(r.st.FirstObservedP50US), dur(r.st.UnlockP50US))
-	}
-	var notes []string
-	for _, e := range m.Errors {
-		notes = append(notes, "**failover**: "+e)
-	}
-	for _, st := range []workload.FailoverStats{m.Resign, m.Kill} {
-		if st.Missing > 0 {
-			notes = append(notes, fmt.Sprintf("**failover**: %d reader observations missing (a reader never saw a new leader within the timeout)", st.Missing))
-		}
-	}
-	if len(notes) > 0 {
-		fmt.Fprintln(w)
-		for _, n := range notes {
-			fmt.Fprintf(w, "- %s\n", n)
-		}
-	}
-}
-
 // Markdown renders the whole run.
 func Markdown(w io.Writer, r *Run) {
 	fmt.Fprintf(w, "# lockbench results\n\n%s, %s, GOMAXPROCS %d, %d CPUs, redis %s, instances as %s.\n\n`%s`\n",
@@ -326,14 +267,33 @@ func Markdown(w io.Writer, r *Run) {
 	}
 	for _, s := range r.Scenarios {
 		Header(w, s)
-		if s.Failover != nil {
+		switch {
+		case s.Failover != nil:
 			FailoverTable(w, *s.Failover)
-		} else if s.Holding != nil {
+		case s.Curve != nil:
+			CurveTable(w, s.Curve)
+		case s.Holding != nil:
 			HoldingTable(w, s.Holding)
-		} else {
+		case len(s.Metrics) > 0:
 			Table(w, s.Metrics)
+			if v, ok := frontFor(r, s.Scenario.Name); ok {
+				FrontTable(w, v)
+			}
 		}
 	}
+	FrontSummary(w, r.Fronts)
+	if r.Seconds > 0 {
+		fmt.Fprintf(w, "\nWall time of the run: %.0f s.\n", r.Seconds)
+	}
+}
+
+func frontFor(r *Run, shape string) (front.Verdict, bool) {
+	for _, v := range r.Fronts {
+		if v.Shape == shape {
+			return v, true
+		}
+	}
+	return front.Verdict{}, false
 }
 
 // ProcsText says how the instances ran: as processes (-procs), or in one
@@ -362,21 +322,48 @@ func WriteFiles(dir string, r *Run) error {
 	}
 	var md strings.Builder
 	Markdown(&md, r)
+	if len(r.Fronts) > 0 {
+		fmt.Fprintf(&md, "\n![the front of every shape](%s)\n", FrontChartsName)
+	}
 	for _, s := range r.Scenarios {
-		if len(s.Metrics) > 0 {
+		if s.Curve != nil {
+			fmt.Fprintf(&md, "\n![%s](%s)\n", s.Scenario.Name, CurveChartName(s.Curve.Kind))
+		}
+	}
+	for _, s := range r.Scenarios {
+		if s.Curve == nil && len(s.Metrics) > 0 {
 			fmt.Fprintf(&md, "\n![%s wait-time CDF](%s)\n", s.Scenario.Name, ChartName(s.Scenario.Name))
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil {
 		return err
 	}
+	return writeCharts(dir, r)
+}
+
+// writeCharts writes the wait-time CDF of each contention scenario, the
+// front of each shape (one file each and all tiled in one) and each
+// curve's chart.
+func writeCharts(dir string, r *Run) error {
 	for _, s := range r.Scenarios {
-		if len(s.Metrics) == 0 {
-			continue
+		switch {
+		case s.Curve != nil:
+			if err := CurveChart(filepath.Join(dir, CurveChartName(s.Curve.Kind)), s.Curve); err != nil {
+				return fmt.Errorf("chart %s: %w", s.Scenario.Name, err)
+			}
+		case len(s.Metrics) > 0:
+			if err := WaitChart(filepath.Join(dir, ChartName(s.Scenario.Name)), s); err != nil {
+				return fmt.Errorf("chart %s: %w", s.Scenario.Name, err)
+			}
 		}
-		if err := WaitChart(filepath.Join(dir, ChartName(s.Scenario.Name)), s); err != nil {
-			return fmt.Errorf("chart %s: %w", s.Scenario.Name, err)
+	}
+	for _, v := range r.Fronts {
+		if err := FrontChart(filepath.Join(dir, FrontChartName(v.Shape)), v); err != nil {
+			return fmt.Errorf("front chart %s: %w", v.Shape, err)
 		}
+	}
+	if err := FrontCharts(filepath.Join(dir, FrontChartsName), r.Fronts); err != nil {
+		return fmt.Errorf("front chart: %w", err)
 	}
 	return nil
 }

@@ -330,13 +330,25 @@ func (hm *HoldingMetrics) perTick(d redisx.Delta, sizes []int64, events []netcou
 }
 
 // countTicks sets what the per-tick values divide by: the bursts of
-// writes seen when their count is within one of the renewal periods in
-// the hold (a client renewing everything at once), otherwise the periods
-// (a client renewing each lock on its own timer). It returns the bursts.
+// writes (with a round trip) seen when their count is within one of the
+// renewal periods in the hold (a client renewing everything at once),
+// otherwise the periods (a client renewing each lock on its own timer).
+// It returns the bursts.
 func (hm *HoldingMetrics) countTicks(events []netcount.Event, renew time.Duration) []map[string]int {
 	hm.Periods = Num(hm.HoldSeconds / renew.Seconds())
 	bursts := netcount.Ticks(events, renew/4)
-	hm.Bursts = len(bursts)
+	// A burst without a round trip is the start of a renewal whose batch
+	// was still being written (full-buffer spills) when the hold ended:
+	// not a tick.
+	hm.Bursts = 0
+	for _, b := range bursts {
+		for _, n := range b {
+			if n > 0 {
+				hm.Bursts++
+				break
+			}
+		}
+	}
 	hm.Ticks = hm.Periods
 	if hm.Bursts > 0 && math.Abs(float64(hm.Bursts)-float64(hm.Periods)) <= 1 {
 		hm.Ticks = Num(hm.Bursts)

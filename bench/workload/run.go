@@ -25,6 +25,24 @@ type Sample struct {
 	Release  int64  `json:"r"` // holder begins its unlock
 	Released int64  `json:"d"` // unlock returned
 	Token    uint64 `json:"t,omitempty"`
+	// Second is the index + 1 of the second name an acquisition of two
+	// names took (Params.NamesPerOp), 0 for one name; Token2 its token.
+	Second int32  `json:"n2,omitempty"`
+	Token2 uint64 `json:"t2,omitempty"`
+	// Shared marks a reader's share of a read-write lock.
+	Shared bool `json:"sh,omitempty"`
+}
+
+// Shift returns r with every sample's times moved by -by nanoseconds: a
+// window that begins at by in r's clock begins at 0 in the result.
+func (r Result) Shift(by int64) Result {
+	out := r
+	out.Samples = make([]Sample, len(r.Samples))
+	for i, s := range r.Samples {
+		s.Start, s.Acquired, s.Release, s.Released = s.Start-by, s.Acquired-by, s.Release-by, s.Released-by
+		out.Samples[i] = s
+	}
+	return out
 }
 
 // Result is what one or more instances recorded.
@@ -190,24 +208,19 @@ func Run(ctx context.Context, insts []lockers.Locker, instOffset int, p Params, 
 
 // worker is one goroutine's loop: it locks names[fixed] every time, or
 // with fixed < 0 (NamesRandom) a name picked at random for each
-// acquisition; holders[i] counts the holders of names[i].
+// acquisition (two distinct ones with NamesPerOp 2; a reader's share with
+// probability ReadPercent); holders[i] counts the holders of names[i].
 func worker(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, gi int32, fixed int, names []string, p Params, clock Clock, holders []atomic.Int32, state *atomic.Int32) Result {
 	var res Result
 	defer state.Store(stDone)
 	for ctx.Err() == nil {
-		ni := fixed
-		if ni < 0 {
-			ni = rand.IntN(len(names))
-		}
-		name, holder := names[ni], &holders[ni]
+		o := pickOp(p, fixed, len(names))
 		state.Store(stLocking)
 		t0 := clock()
-		var (
-			unlock func(context.Context) error
-			token  uint64
-			err    error
-		)
-		unlock, token, err = safeLock(ctx, l, tl, name)
+		unlock, tokens, err := safeAcquire(ctx, l, tl, names, o)
+		if err == nil && unlock == nil {
+			err = errors.New("Lock returned nil unlock and nil error")
+		}
 		if err != nil {
 			if lockers.Ended(ctx) {
 				res.Censored++
@@ -224,26 +237,17 @@ func worker(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, gi in
 			sleepCtx(ctx, 10*time.Millisecond) // do not spin on a failing call
 			continue
 		}
-		if unlock == nil {
-			if res.LockErrors == nil {
-				res.LockErrors = map[string]int{}
-			}
-			addCount(res.LockErrors, "Lock returned nil unlock and nil error", 1)
-			state.Store(stIdle)
-			sleepCtx(ctx, 10*time.Millisecond)
-			continue
-		}
 		t1 := clock()
 		state.Store(stHolding)
-		h := holder.Add(1)
+		h, over := o.enter(holders, p.Capacity())
 		res.MaxHolders = max(res.MaxHolders, int64(h))
-		if h > int32(p.Capacity()) {
+		if over {
 			res.OverlapsAtomic++
 		}
 		if p.Hold > 0 {
 			time.Sleep(p.Hold)
 		}
-		holder.Add(-1) // before unlock begins: the next holder may get it at once
+		o.leave(holders) // before unlock begins: the next holder may get it at once
 		state.Store(stUnlocking)
 		t2 := clock()
 		uctx, ucancel := context.WithTimeout(context.Background(), UnlockTimeout)
@@ -260,13 +264,90 @@ func worker(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, gi in
 			}
 			addCount(res.UnlockErrors, msg, 1)
 		}
-		res.Samples = append(res.Samples, Sample{G: gi, N: int32(ni), Start: t0, Acquired: t1, Release: t2, Released: t3, Token: token})
+		res.Samples = append(res.Samples, o.sample(gi, tokens, t0, t1, t2, t3))
 		state.Store(stIdle)
 		if p.Think > 0 {
 			sleepCtx(ctx, p.Think)
 		}
 	}
 	return res
+}
+
+// op is what one acquisition takes: name n (and n2 >= 0 with it); of a
+// read-write lock (rw), a reader's share (shared) or the writer's side.
+type op struct {
+	n, n2      int
+	rw, shared bool
+}
+
+// pickOp chooses the next acquisition's names and mode.
+func pickOp(p Params, fixed, names int) op {
+	o := op{n: fixed, n2: -1}
+	if o.n < 0 {
+		o.n = rand.IntN(names)
+	}
+	if p.NamesPerOp > 1 {
+		o.n2 = rand.IntN(names - 1)
+		if o.n2 >= o.n {
+			o.n2++
+		}
+	}
+	o.rw = p.ReadPercent > 0
+	o.shared = o.rw && rand.IntN(100) < p.ReadPercent
+	return o
+}
+
+// rwWriter is a writer's weight in a read-write lock's holder counter
+// (readers count 1): a writer that finds anything but itself, or a reader
+// that finds a writer, is an overlap.
+const rwWriter = 1 << 16
+
+// enter counts the holder in: the holders seen of its (first) name, and
+// whether that is more than the name admits.
+func (o op) enter(holders []atomic.Int32, capacity int) (seen int32, over bool) {
+	switch {
+	case o.shared:
+		h := holders[o.n].Add(1)
+		return h % rwWriter, h >= rwWriter
+	case o.rw:
+		h := holders[o.n].Add(rwWriter)
+		return 1, h != rwWriter
+	case o.n2 >= 0:
+		h, h2 := holders[o.n].Add(1), holders[o.n2].Add(1)
+		return max(h, h2), h > 1 || h2 > 1
+	}
+	h := holders[o.n].Add(1)
+	return h, h > int32(capacity)
+}
+
+// weight is the holder's count in its name's counter.
+func (o op) weight() int32 {
+	if o.rw && !o.shared {
+		return rwWriter
+	}
+	return 1
+}
+
+func (o op) leave(holders []atomic.Int32) {
+	holders[o.n].Add(-o.weight())
+	if o.n2 >= 0 {
+		holders[o.n2].Add(-1)
+	}
+}
+
+// sample records the acquisition.
+func (o op) sample(gi int32, tokens []uint64, t0, t1, t2, t3 int64) Sample {
+	s := Sample{G: gi, N: int32(o.n), Start: t0, Acquired: t1, Release: t2, Released: t3, Shared: o.shared}
+	if len(tokens) > 0 {
+		s.Token = tokens[0]
+	}
+	if o.n2 >= 0 {
+		s.Second = int32(o.n2) + 1
+		if len(tokens) > 1 {
+			s.Token2 = tokens[1]
+		}
+	}
+	return s
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -278,19 +359,39 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// safeLock calls the library, turning a panic into an error so that one
-// misbehaving library does not take the whole comparison down.
-func safeLock(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, name string) (unlock func(context.Context) error, token uint64, err error) {
+// safeAcquire calls the library for o (Lock, RLock or LockAll), turning a
+// panic into an error so that one misbehaving library does not take the
+// whole comparison down.
+func safeAcquire(ctx context.Context, l lockers.Locker, tl lockers.TokenLocker, names []string, o op) (unlock func(context.Context) error, tokens []uint64, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			unlock, token, err = nil, 0, fmt.Errorf("panic in Lock: %v", r)
+			unlock, tokens, err = nil, nil, fmt.Errorf("panic in Lock: %v", r)
 		}
 	}()
-	if tl != nil {
-		return tl.LockToken(ctx, name)
+	var token uint64
+	switch {
+	case o.n2 >= 0:
+		ml, ok := l.(lockers.MultiLocker)
+		if !ok {
+			return nil, nil, errors.New("the library takes one name at a time (no LockAll)")
+		}
+		return ml.LockAll(ctx, []string{names[o.n], names[o.n2]})
+	case o.rw:
+		rl, ok := l.(lockers.RWLocker)
+		if !ok {
+			return nil, nil, errors.New("the library has no read-write lock (no RLock, WLock)")
+		}
+		if o.shared {
+			unlock, token, err = rl.RLock(ctx, names[o.n])
+		} else {
+			unlock, token, err = rl.WLock(ctx, names[o.n])
+		}
+	case tl != nil:
+		unlock, token, err = tl.LockToken(ctx, names[o.n])
+	default:
+		unlock, err = l.Lock(ctx, names[o.n])
 	}
-	unlock, err = l.Lock(ctx, name)
-	return unlock, 0, err
+	return unlock, []uint64{token}, err
 }
 
 func safeUnlock(ctx context.Context, unlock func(context.Context) error) (err error) {

@@ -25,6 +25,26 @@ type Params struct {
 	// Limit, when > 0, makes each name a semaphore of Limit permits (the
 	// semaphore libraries run); 0 is a lock.
 	Limit int `json:"limit,omitempty"`
+	// ReadPercent, when > 0, makes each name a read-write lock: that
+	// share of the acquisitions (at random) take a reader's share
+	// (lockers.RWLocker), the others the lock exclusively.
+	ReadPercent int `json:"read_percent,omitempty"`
+	// NamesPerOp, when 2, makes every acquisition take two distinct
+	// names picked at random out of Names, in random order, all or none
+	// (lockers.MultiLocker), as a transfer between two accounts does.
+	// 0 or 1: one name.
+	NamesPerOp int `json:"names_per_op,omitempty"`
+}
+
+// Needs is what the workload needs of a library beyond a lock.
+func (p Params) Needs() lockers.Feature {
+	switch {
+	case p.ReadPercent > 0:
+		return lockers.FeatureRW
+	case p.NamesPerOp > 1:
+		return lockers.FeatureMulti
+	}
+	return lockers.FeatureLock
 }
 
 // NameMode is how the goroutines pick the lock name of each acquisition.
@@ -76,10 +96,7 @@ func (p Params) TotalGoroutines() int { return p.Instances * p.Goroutines }
 // NamesInUse is the number of names some goroutine actually uses (in
 // NamesRandom mode: the most names held at once, one per goroutine).
 func (p Params) NamesInUse() int {
-	if t := p.TotalGoroutines(); t < p.Names {
-		return t
-	}
-	return p.Names
+	return min(p.Names, p.TotalGoroutines()*max(1, p.NamesPerOp))
 }
 
 // Validate reports nonsensical parameters.
@@ -101,6 +118,14 @@ func (p Params) Validate() error {
 		return fmt.Errorf("unknown name mode %q", p.NameMode)
 	case p.NameMode == NamesPerGoroutine && p.Names != p.TotalGoroutines():
 		return fmt.Errorf("names must be instances x goroutines (%d) with one name per goroutine, not %d", p.TotalGoroutines(), p.Names)
+	case p.ReadPercent < 0 || p.ReadPercent > 100:
+		return fmt.Errorf("read percent must be in [0, 100]")
+	case p.NamesPerOp < 0 || p.NamesPerOp > 2:
+		return fmt.Errorf("names per acquisition must be 1 or 2")
+	case p.NamesPerOp == 2 && (p.Names < 2 || p.NameMode != NamesRandom):
+		return fmt.Errorf("two names per acquisition need at least 2 names picked at random")
+	case p.Limit > 0 && (p.ReadPercent > 0 || p.NamesPerOp > 1) || p.ReadPercent > 0 && p.NamesPerOp > 1:
+		return fmt.Errorf("a semaphore, a read-write lock and several names per acquisition do not combine")
 	}
 	return nil
 }
@@ -111,11 +136,16 @@ func (p Params) String() string {
 		sem = fmt.Sprintf(" (semaphores of %d permits)", p.Limit)
 	}
 	mode := ""
-	switch p.NameMode {
-	case NamesPerGoroutine:
+	switch {
+	case p.NameMode == NamesPerGoroutine:
 		mode = ", one per goroutine"
-	case NamesRandom:
+	case p.NamesPerOp > 1:
+		mode = fmt.Sprintf(", %d distinct random ones per acquisition, all or none", p.NamesPerOp)
+	case p.NameMode == NamesRandom:
 		mode = ", a random one per acquisition"
+	}
+	if p.ReadPercent > 0 {
+		sem = fmt.Sprintf(" (read-write locks, %d %% reads)", p.ReadPercent)
 	}
 	return fmt.Sprintf("%d instances x %d goroutines, %d name(s)%s%s, hold %v, think %v, %v",
 		p.Instances, p.Goroutines, p.Names, mode, sem, p.Hold, p.Think, p.Duration)
@@ -174,6 +204,9 @@ type Scenario struct {
 	// Failover, when set, makes this the leader-failover measurement of
 	// baton's Election (not a contention workload).
 	Failover *FailoverParams `json:"failover,omitempty"`
+	// Curve, when set, makes this a cost curve of baton's (not a
+	// contention workload).
+	Curve *CurveParams `json:"curve,omitempty"`
 	// Libs, when set, are the libraries this scenario compares (unless
 	// -libs is given).
 	Libs []string `json:"libs,omitempty"`
@@ -184,11 +217,21 @@ type Scenario struct {
 
 // IsSemaphore reports a scenario of semaphores (Params.Limit > 0).
 func (s Scenario) IsSemaphore() bool {
-	return s.Holding == nil && s.Failover == nil && s.Params.Limit > 0
+	return s.IsContention() && s.Params.Limit > 0
 }
 
-// IsContention reports a contention workload (Params), not holding or failover.
-func (s Scenario) IsContention() bool { return s.Holding == nil && s.Failover == nil }
+// IsContention reports a contention workload (Params), not holding,
+// failover or a curve.
+func (s Scenario) IsContention() bool { return s.Holding == nil && s.Failover == nil && s.Curve == nil }
+
+// Topologies are the deployments the scenario needs: its own, and for the
+// commands curve the cluster too.
+func (s Scenario) Topologies() []Topology {
+	if s.Curve != nil && s.Curve.Kind == CurveCommands {
+		return []Topology{s.On(), Cluster}
+	}
+	return []Topology{s.On()}
+}
 
 // On returns the scenario's topology (Standalone when unset).
 func (s Scenario) On() Topology {
@@ -212,7 +255,7 @@ func (s Scenario) Base() string {
 func (s Scenario) OnCluster() Scenario {
 	s.Name = "cluster-" + s.Base()
 	s.Topology = Cluster
-	if s.IsContention() && !s.IsSemaphore() {
+	if s.IsContention() && !s.IsSemaphore() && s.Params.Needs() == lockers.FeatureLock {
 		s.Libs = nil
 	}
 	return s
@@ -261,6 +304,14 @@ func Presets() []Scenario {
 		{Name: "semaphore", About: "8 replicas x 4 goroutines share one semaphore of 4 permits",
 			Params: Params{Instances: 8, Goroutines: 4, Names: 1, Limit: 4, Hold: ms, Think: ms, Duration: d},
 			Libs:   lockers.SemaphoreNames()},
+		{Name: "read-heavy", About: "4 instances as OS processes x 8 goroutines on one read-write lock, 95 % reads (baton's RWMutex; baton's plain lock; a polling read-write lock)",
+			Params: Params{Instances: 4, Goroutines: 8, Names: 1, ReadPercent: 95, Hold: ms, Think: ms, Duration: d}, Procs: true,
+			Libs: append([]string{"baton", lockers.BatonMutex}, lockers.SweepNames("polling-rw")...)},
+		{Name: "transfer", About: "4 x 8 goroutines, each acquisition two distinct accounts of 16 at random, all or none (baton's LockAll; nested Lock and TryLock with backoff)",
+			Params: Params{Instances: 4, Goroutines: 8, Names: 16, NameMode: NamesRandom, NamesPerOp: 2, Hold: ms, Think: ms, Duration: d},
+			Libs:   append([]string{"baton", lockers.BatonNested}, lockers.SweepNames("polling")...)},
+		{Name: "names-64", About: "4 x 8 goroutines, each acquisition on a random name of 64, no think",
+			Params: Params{Instances: 4, Goroutines: 8, Names: 64, NameMode: NamesRandom, Hold: ms, Think: 0, Duration: d}},
 		{Name: "holding", About: "one client holds many locks on distinct names across renewal periods",
 			Holding: &HoldingParams{Locks: 10000, PeerLocks: 100, LeaseTTL: 3 * time.Second, Periods: 3}},
 	}
@@ -303,10 +354,13 @@ func Preset(name string) (Scenario, bool) {
 	if a, ok := Aliases[base]; ok {
 		base = a
 	}
-	for _, s := range append(Presets(), OptionalPresets()...) {
+	for _, s := range allPresets() {
 		if s.Name == base {
 			if (!s.IsContention() || s.IsSemaphore()) && strings.HasPrefix(name, "minreplicas-") {
 				return Scenario{}, false // MinReplicas compares lock contention only
+			}
+			if s.Curve != nil && base != name {
+				return Scenario{}, false // a curve chooses its own deployments
 			}
 			return derive(s), true
 		}
@@ -314,10 +368,15 @@ func Preset(name string) (Scenario, bool) {
 	return Scenario{}, false
 }
 
+// allPresets is every named scenario.
+func allPresets() []Scenario {
+	return append(append(Presets(), OptionalPresets()...), CurvePresets()...)
+}
+
 // PresetNames lists the standalone preset names.
 func PresetNames() []string {
 	var out []string
-	for _, s := range append(Presets(), OptionalPresets()...) {
+	for _, s := range allPresets() {
 		out = append(out, s.Name)
 	}
 	return out
@@ -335,17 +394,30 @@ func AliasList() string {
 
 // Sets are the names ParseScenarios expands to several scenarios.
 var Sets = map[string]string{
-	"standard":    "every standalone preset, holding included (what make bench runs)",
+	"standard":    "the front shapes and the cost curves (what make bench runs)",
+	"front":       "the shapes whose front make bench draws: " + strings.Join(FrontShapes, ", "),
+	"curves":      "the cost curves: waiters, names, held, commands",
+	"standalone":  "every standalone contention preset, holding included",
 	"cluster":     "every preset on a local 3-primary Redis Cluster, holding included",
 	"minreplicas": "baton vs baton+MinReplicas1 on standard and uncontended, one replica attached",
-	"all":         "standard + cluster + minreplicas + failover",
+	"all":         "standalone + curves + cluster + minreplicas + failover",
 }
 
 // SetMembers expands a set name (see Sets).
 func SetMembers(set string) ([]Scenario, bool) {
 	var out []Scenario
 	switch set {
-	case "standard", "standalone":
+	case "standard":
+		front, _ := SetMembers("front")
+		out = append(front, CurvePresets()...)
+	case "front":
+		for _, n := range FrontShapes {
+			s, _ := Preset(n)
+			out = append(out, s)
+		}
+	case "curves":
+		out = CurvePresets()
+	case "standalone":
 		out = Presets()
 	case "cluster":
 		for _, s := range Presets() {
@@ -357,7 +429,7 @@ func SetMembers(set string) ([]Scenario, bool) {
 			out = append(out, s.WithReplica())
 		}
 	case "all":
-		for _, n := range []string{"standard", "cluster", "minreplicas"} {
+		for _, n := range []string{"standalone", "curves", "cluster", "minreplicas"} {
 			m, _ := SetMembers(n)
 			out = append(out, m...)
 		}
@@ -395,7 +467,7 @@ func ParseScenarios(list string) ([]Scenario, error) {
 		if !ok {
 			names := PresetNames()
 			sort.Strings(names)
-			return nil, fmt.Errorf("unknown scenario %q (sets: all,standard,cluster,minreplicas; presets: %s, also as standalone-NAME, cluster-NAME, minreplicas-NAME; aliases: %s)",
+			return nil, fmt.Errorf("unknown scenario %q (sets: all,standard,front,curves,standalone,cluster,minreplicas; presets: %s, also as standalone-NAME, cluster-NAME, minreplicas-NAME; aliases: %s)",
 				n, strings.Join(names, ","), AliasList())
 		}
 		add(s)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/bench/lockers"
 )
 
 func names(s []Scenario) []string {
@@ -17,8 +19,13 @@ func names(s []Scenario) []string {
 
 func TestParseScenarioSets(t *testing.T) {
 	std, err := ParseScenarios("standard")
-	if err != nil || len(std) != len(Presets()) || std[len(std)-1].Holding == nil {
-		t.Fatalf("standard: %v %v", names(std), err)
+	want := append(slices.Clone(FrontShapes), "curve-waiters", "curve-names", "curve-held", "curve-commands")
+	if err != nil || !slices.Equal(names(std), want) {
+		t.Fatalf("standard: %v %v, want %v", names(std), err, want)
+	}
+	sa, _ := ParseScenarios("standalone")
+	if len(sa) != len(Presets()) || sa[len(sa)-1].Holding == nil {
+		t.Fatalf("standalone: %v", names(sa))
 	}
 	cl, _ := ParseScenarios("cluster")
 	for _, s := range cl {
@@ -38,8 +45,11 @@ func TestParseScenarioSets(t *testing.T) {
 		t.Fatal("minreplicas-holding accepted")
 	}
 	all, _ := ParseScenarios("all")
-	if len(all) != 2*len(Presets())+2+len(OptionalPresets()) || all[len(all)-1].Failover == nil {
+	if len(all) != 2*len(Presets())+len(CurvePresets())+2+len(OptionalPresets()) || all[len(all)-1].Failover == nil {
 		t.Fatalf("all: %v", names(all))
+	}
+	if _, err := ParseScenarios("cluster-curve-names"); err == nil {
+		t.Fatal("cluster-curve-names accepted: a curve chooses its deployments")
 	}
 }
 
@@ -108,9 +118,9 @@ func TestContentionPresets(t *testing.T) {
 		if err := s.Params.Validate(); err != nil {
 			t.Errorf("%s: %v", c.name, err)
 		}
-		std, _ := ParseScenarios("standard")
+		std, _ := ParseScenarios("standalone")
 		if !slices.Contains(names(std), s.Name) {
-			t.Errorf("%s (%s) not in the standard set %v", c.name, s.Name, names(std))
+			t.Errorf("%s (%s) not in the standalone set %v", c.name, s.Name, names(std))
 		}
 		if cl, ok := Preset("cluster-" + c.name); !ok || cl.On() != Cluster || cl.Procs != c.procs || cl.Params != s.Params {
 			t.Errorf("cluster-%s: %+v", c.name, cl)
@@ -129,5 +139,40 @@ func TestContentionPresets(t *testing.T) {
 	}
 	if s := (Params{Instances: 1, Goroutines: 1, Names: 1, NameMode: "bogus", Duration: 1}); s.Validate() == nil {
 		t.Fatal("unknown name mode accepted")
+	}
+}
+
+// TestFeatureShapes: the read-write and two-names shapes validate, say what
+// they need of a library, and keep their libraries on the cluster; the
+// parameters that do not combine are refused.
+func TestFeatureShapes(t *testing.T) {
+	rh, _ := Preset("read-heavy")
+	tr, _ := Preset("transfer")
+	if rh.Params.Needs() != lockers.FeatureRW || tr.Params.Needs() != lockers.FeatureMulti || rh.Params.Validate() != nil || tr.Params.Validate() != nil {
+		t.Fatalf("%+v %+v", rh.Params, tr.Params)
+	}
+	if !rh.Procs || tr.Params.NamesInUse() != 16 || !strings.Contains(tr.Params.String(), "2 distinct random ones") || !strings.Contains(rh.Params.String(), "95 % reads") {
+		t.Fatalf("%v / %v", rh.Params, tr.Params)
+	}
+	if c, _ := Preset("cluster-read-heavy"); !slices.Equal(c.Libs, rh.Libs) {
+		t.Fatalf("cluster-read-heavy libs %v", c.Libs)
+	}
+	for _, bad := range []Params{
+		{Instances: 1, Goroutines: 1, Names: 2, NamesPerOp: 2, Duration: 1},                        // not random
+		{Instances: 1, Goroutines: 1, Names: 1, NameMode: NamesRandom, NamesPerOp: 2, Duration: 1}, // one name
+		{Instances: 1, Goroutines: 1, Names: 1, ReadPercent: 101, Duration: 1},
+		{Instances: 1, Goroutines: 1, Names: 1, ReadPercent: 50, Limit: 2, Duration: 1},
+	} {
+		if bad.Validate() == nil {
+			t.Errorf("accepted %+v", bad)
+		}
+	}
+	for _, sc := range CurvePresets() {
+		if sc.Curve == nil || sc.IsContention() || sc.IsSemaphore() || len(sc.Libs) != 1 {
+			t.Errorf("%s: %+v", sc.Name, sc)
+		}
+	}
+	if c, _ := Preset("curve-commands"); !slices.Contains(c.Topologies(), Cluster) || c.Curve.Shape.Names != 64 {
+		t.Fatalf("curve-commands: %+v", c)
 	}
 }

@@ -67,6 +67,9 @@ type Metrics struct {
 	SetupError     string         `json:"setup_error,omitempty"`
 	WallSeconds    float64        `json:"wall_seconds"`
 	WaitsUS        []float64      `json:"-"` // every counted wait, for charts
+	// Runs, when the scenario ran more than once (-runs), are each run's
+	// main figures; the others above are then medians (MedianOf).
+	Runs []RunFigures `json:"runs,omitempty"`
 }
 
 // Problems reports whether anything that should never happen happened.
@@ -141,6 +144,16 @@ func (m *Metrics) countSamples(samples []Sample, p Params) tally {
 		if int(s.N) < len(t.byName) {
 			t.byName[s.N] = append(t.byName[s.N], s)
 		}
+		if n2 := int(s.Second) - 1; n2 >= 0 && n2 < len(t.byName) {
+			// The second name of an all-or-none acquisition: held as
+			// long as the first, with a token of its own.
+			c := s
+			c.N, c.Second, c.Token, c.Token2 = int32(n2), 0, s.Token2, 0
+			if c.Token == 0 {
+				tokens = false
+			}
+			t.byName[n2] = append(t.byName[n2], c)
+		}
 		if s.Acquired > D || s.Acquired < 0 {
 			continue // acquired after the deadline (or before the start): not counted
 		}
@@ -164,6 +177,10 @@ func (m *Metrics) checkNames(byName [][]Sample, p Params) (held int64, gaps []in
 	D := int64(p.Duration)
 	for _, ss := range byName {
 		sort.Slice(ss, func(i, j int) bool { return ss[i].Acquired < ss[j].Acquired })
+		if p.ReadPercent > 0 {
+			held += m.readWriteName(ss, D)
+			continue
+		}
 		for _, s := range ss {
 			// time held, clipped to the window
 			a, r := max(s.Acquired, 0), min(s.Release, D)
@@ -184,6 +201,82 @@ func (m *Metrics) checkNames(byName [][]Sample, p Params) (held int64, gaps []in
 		gaps = append(gaps, m.lockHandoffs(ss, D)...)
 	}
 	return held, gaps
+}
+
+// readWriteName checks one read-write lock's samples, sorted by
+// Acquired: a writer holds it alone, readers share it with readers only;
+// tokens rise with every writer (readers granted together may share one).
+// It returns the time the name was held by anyone inside [0, deadline]:
+// a read-write lock's utilization is the time it was not free. Hand-off
+// gaps are not defined for it.
+func (m *Metrics) readWriteName(ss []Sample, deadline int64) (held int64) {
+	endAll, endW := int64(math.MinInt64), int64(math.MinInt64)
+	var from, to int64 = 0, 0 // the union's current interval, clipped
+	for _, s := range ss {
+		if s.Acquired < endW || !s.Shared && s.Acquired < endAll {
+			m.OverlapsInterval++
+		}
+		endAll = max(endAll, s.Release)
+		if !s.Shared {
+			endW = max(endW, s.Release)
+		}
+		a, r := max(s.Acquired, 0), min(s.Release, deadline)
+		switch {
+		case r <= a:
+		case a > to:
+			held += to - from
+			from, to = a, r
+		default:
+			to = max(to, r)
+		}
+	}
+	held += to - from
+	peak, _ := concurrency(ss, math.MaxInt32)
+	m.MaxHoldersInterval = max(m.MaxHoldersInterval, peak)
+	if m.HasTokens {
+		m.FencingViolations += readWriteTokenViolations(ss)
+	}
+	return held
+}
+
+// readWriteTokenViolations checks a read-write lock's tokens in real-time
+// order: an acquisition that began after another had returned carries a
+// token at least as large, larger if either of them is a writer; no
+// writer shares its token.
+func readWriteTokenViolations(ss []Sample) int {
+	byStart := append([]Sample(nil), ss...)
+	sort.Slice(byStart, func(i, j int) bool { return byStart[i].Start < byStart[j].Start })
+	bad := 0
+	var maxTok, maxW uint64
+	j := 0
+	for _, s := range byStart {
+		for j < len(ss) && ss[j].Acquired < s.Start {
+			maxTok = max(maxTok, ss[j].Token)
+			if !ss[j].Shared {
+				maxW = max(maxW, ss[j].Token)
+			}
+			j++
+		}
+		if j > 0 && (s.Token < maxTok || s.Token <= maxW || !s.Shared && s.Token <= maxTok) {
+			bad++
+		}
+	}
+	writers := map[uint64]bool{}
+	for _, s := range ss {
+		if !s.Shared {
+			writers[s.Token] = true
+		}
+	}
+	seen := map[uint64]int{}
+	for _, s := range ss {
+		seen[s.Token]++
+	}
+	for tok := range writers {
+		if seen[tok] > 1 {
+			bad += seen[tok] - 1
+		}
+	}
+	return bad
 }
 
 // lockHandoffs checks one lock name's samples, sorted by Acquired, against

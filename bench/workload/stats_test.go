@@ -67,3 +67,22 @@ func TestJain(t *testing.T) {
 		t.Fatal(j)
 	}
 }
+
+func TestMedianOfRuns(t *testing.T) {
+	nan := Num(math.NaN())
+	ms := []Metrics{
+		{Library: "x", AcqPerSec: 100, WaitP99US: 30, CPUUSPerAcq: 10, GapP99US: nan, WaitsUS: []float64{1}},
+		{Library: "x", AcqPerSec: 300, WaitP99US: 10, CPUUSPerAcq: 30, GapP99US: 5, Overlaps: 2, LockErrors: map[string]int{"e": 1}, WaitsUS: []float64{2}},
+		{Library: "x", AcqPerSec: 200, WaitP99US: 20, CPUUSPerAcq: 20, GapP99US: 7, Hung: []string{"g"}, WaitsUS: []float64{3}},
+	}
+	m := MedianOf(ms)
+	if m.AcqPerSec != 200 || m.WaitP99US != 20 || m.CPUUSPerAcq != 20 || m.GapP99US != 6 || len(m.Runs) != 3 {
+		t.Fatalf("%+v", m)
+	}
+	if m.Overlaps != 2 || m.LockErrors["e"] != 1 || len(m.Hung) != 1 || !m.Problems() || m.WaitsUS[0] != 3 {
+		t.Fatalf("problems or samples lost: %+v", m)
+	}
+	if one := MedianOf(ms[:1]); one.AcqPerSec != 100 || one.Runs != nil {
+		t.Fatalf("one run: %+v", one)
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +38,9 @@ type options struct {
 	holdLocks    int
 	rounds       int
 	peerLocks    int
+	runs         int
+	sizes        []int
+	realNames    int
 	worker       bool
 	set          map[string]bool
 }
@@ -47,12 +52,14 @@ const shortSettle = 50 * time.Millisecond
 func parseFlags() *options {
 	o := &options{}
 	fs := flag.CommandLine
-	fs.StringVar(&o.libs, "libs", "all", "comma list of libraries, run in this order (all = "+strings.Join(lockers.Names(), ",")+"; also "+strings.Join(lockers.ExtraNames(), ",")+";\n"+
-		"semaphore scenarios: "+strings.Join(lockers.SemaphoreNames(), ",")+"; each scenario runs the ones that apply to it)")
-	fs.StringVar(&o.scenarios, "scenarios", "", "comma list of scenario sets and presets. Sets: standard (every standalone preset + holding),\n"+
-		"cluster (every preset on a local Redis Cluster), minreplicas (baton vs baton+MinReplicas1), all.\n"+
-		"Presets: "+strings.Join(workload.PresetNames(), ",")+" (aliases: "+workload.AliasList()+"), each also as standalone-NAME, cluster-NAME\n"+
-		"and (contention presets) minreplicas-NAME. \"standard\" means the set; the single preset is \"standalone-standard\".\n"+
+	fs.StringVar(&o.libs, "libs", "all", "comma list of libraries, run in this order (all = each scenario's own list, else "+strings.Join(lockers.Names(), ",")+";\n"+
+		"also "+strings.Join(lockers.ExtraNames(), ",")+"; semaphore scenarios: "+strings.Join(lockers.SemaphoreNames(), ",")+";\n"+
+		"each scenario runs the ones that apply to it)")
+	fs.StringVar(&o.scenarios, "scenarios", "", "comma list of scenario sets and presets. Sets: standard (the front shapes and the cost curves: make bench),\n"+
+		"front (the shapes whose front is drawn: "+strings.Join(workload.FrontShapes, ",")+"), curves (curve-waiters,curve-names,curve-held,curve-commands),\n"+
+		"standalone (every standalone preset + holding), cluster (every preset on a local Redis Cluster), minreplicas (baton vs baton+MinReplicas1), all.\n"+
+		"Presets: "+strings.Join(workload.PresetNames(), ",")+" (aliases: "+workload.AliasList()+"), each contention preset also as standalone-NAME, cluster-NAME\n"+
+		"and minreplicas-NAME. \"standard\" means the set; the single preset is \"standalone-standard\".\n"+
 		"(default standard; if only workload flags are given, one \"custom\" scenario)")
 	fs.StringVar(&o.scenarios, "scenario", "", "alias of -scenarios")
 	fs.IntVar(&o.instances, "instances", 4, "client instances (each its own client and connections, like service replicas)")
@@ -77,6 +84,20 @@ func parseFlags() *options {
 	fs.IntVar(&o.holdLocks, "hold-locks", 10000, "holding scenario: locks held by one client")
 	fs.IntVar(&o.peerLocks, "hold-peer-locks", 100, "holding scenario: locks held by rueidislock")
 	fs.IntVar(&o.rounds, "rounds", workload.DefaultFailover.Rounds, "failover scenario: rounds per way of ending the leader's term (Unlock, SIGKILL); its lease is 1s unless -ttl is given")
+	fs.IntVar(&o.runs, "runs", 1, "contention scenarios: run every library this many times, the order reversed every other time, and report medians\n(each run's main figures are in results.json)")
+	fs.Func("sizes", "comma list: the sizes of the selected cost curves (waiting sessions, names, held locks), e.g. 10,100,1000", func(v string) error {
+		o.sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.ParseFloat(strings.TrimSpace(f), 64) // 1e6 reads well
+			if err != nil || n < 1 || n != float64(int(n)) {
+				return fmt.Errorf("bad size %q", f)
+			}
+			o.sizes = append(o.sizes, int(n))
+		}
+		sort.Ints(o.sizes)
+		return nil
+	})
+	fs.IntVar(&o.realNames, "real-names", 100_000, "names curve: names locked through the client; above it Redis is filled with copies of the keys a name leaves\n(a cheaper measurement: the client is not measured there). Use the largest size for the full measurement")
 	fs.BoolVar(&o.worker, "worker", false, "internal: run as a -procs worker")
 	fs.Usage = func() {
 		w := fs.Output()

@@ -10,18 +10,19 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/batonlock/baton/bench/front"
 	"github.com/batonlock/baton/bench/lockers"
 	"github.com/batonlock/baton/bench/netcount"
 	"github.com/batonlock/baton/bench/redisx"
@@ -70,6 +71,8 @@ func run() int {
 	printPreamble(rep)
 	began := time.Now()
 	bad := runScenarios(ctx, o, envs, scens, libs, rep)
+	report.FrontSummary(os.Stdout, rep.Fronts)
+	rep.Seconds = time.Since(began).Seconds()
 	fmt.Fprintf(os.Stderr, "lockbench: done in %v\n", time.Since(began).Round(100*time.Millisecond))
 	return finish(ctx, o.out, rep, bad)
 }
@@ -109,26 +112,69 @@ func runScenarios(ctx context.Context, o *options, envs *environments, scens []w
 		if ctx.Err() != nil {
 			break
 		}
-		env := envs.m[sc.On()]
 		slibs := libsFor(o, sc, libs)
 		if len(slibs) == 0 {
 			fmt.Fprintf(os.Stderr, "lockbench: %s: skipped (no selected library applies)\n", sc.Name)
 			continue
 		}
-		sr, failed := runScenario(ctx, o, env, sc, slibs)
+		sr, failed := runScenario(ctx, o, envs, sc, slibs)
 		bad = bad || failed
 		rep.Scenarios = append(rep.Scenarios, sr)
+		if v, ok := report.FrontOf(sr); ok {
+			report.FrontTable(os.Stdout, v)
+			rep.Fronts = append(rep.Fronts, v)
+		} else if err := lockers.Supports("baton", sc.Params.Needs()); sc.IsContention() && err != nil {
+			// The summary says which shapes have no verdict yet, and why.
+			rep.Fronts = append(rep.Fronts, front.Verdict{Shape: sc.Name, Missing: "baton not run: " + err.Error()})
+		}
 	}
 	return bad
+}
+
+// withoutBaton removes baton from slibs when it lacks the feature sc
+// needs, and says so: the scenario then runs its peers in a smoke run
+// (-short: the harness's code paths are checked) and is skipped otherwise
+// (without baton there is no front to draw).
+func withoutBaton(o *options, sc workload.Scenario, slibs []string) (libs []string, note string, skip bool) {
+	need := sc.Params.Needs()
+	err := lockers.Supports("baton", need)
+	if !sc.IsContention() || err == nil || !slices.Contains(slibs, "baton") {
+		return slibs, "", false
+	}
+	for _, l := range slibs {
+		if l != "baton" {
+			libs = append(libs, l)
+		}
+	}
+	note = fmt.Sprintf("**baton: not run**: %v. The scenario runs in full once baton has it (lockers/baton_api.go finds it at run time, no change needed)", err)
+	if !o.short {
+		return nil, note + "; skipped until then.", true
+	}
+	return libs, note + "; this smoke run (-short) runs the peers only, to check the harness.", len(libs) == 0
 }
 
 // runScenario runs one scenario's libraries on env and prints its table as
 // soon as it ends, so that a long run shows its results as it goes. The
 // failover, holding and contention scenarios measure different things,
 // each with its own runner and table.
-func runScenario(ctx context.Context, o *options, env *environment, sc workload.Scenario, slibs []string) (sr report.ScenarioResult, bad bool) {
+func runScenario(ctx context.Context, o *options, envs *environments, sc workload.Scenario, slibs []string) (sr report.ScenarioResult, bad bool) {
+	env := envs.m[sc.On()]
 	sr = report.ScenarioResult{Scenario: sc, Deployment: env.desc}
+	slibs, note, skip := withoutBaton(o, sc, slibs)
+	sr.Note = note
+	if skip {
+		fmt.Fprintf(os.Stderr, "lockbench: %s: skipped: %v\n", sc.Name, lockers.Supports("baton", sc.Params.Needs()))
+		report.Header(os.Stdout, sr)
+		return sr, false
+	}
 	switch {
+	case sc.Curve != nil:
+		if sc.Curve.Kind == workload.CurveCommands {
+			sr.Deployment = env.desc + "; " + envs.m[workload.Cluster].desc
+		}
+		sr.Curve, bad = runCurve(ctx, o, envs, sc)
+		report.Header(os.Stdout, sr)
+		report.CurveTable(os.Stdout, sr.Curve)
 	case sc.Failover != nil:
 		fm := runFailover(ctx, sc.Name, env, *sc.Failover, o.settle)
 		sr.Failover = &fm
@@ -147,21 +193,41 @@ func runScenario(ctx context.Context, o *options, env *environment, sc workload.
 		report.Header(os.Stdout, sr)
 		report.HoldingTable(os.Stdout, sr.Holding)
 	default:
-		cfg := lockers.Config{TTL: o.ttl, TTLSet: o.set["ttl"]}
-		for _, lib := range slibs {
-			if ctx.Err() != nil {
-				break
-			}
-			m := runOne(ctx, o, lib, cfg, env, sc)
-			sr.Metrics = append(sr.Metrics, m)
-			if m.Overlaps > 0 || m.FencingViolations > 0 || len(m.Hung) > 0 || m.SetupError != "" {
-				bad = true
-			}
-		}
+		sr.Metrics, bad = runContention(ctx, o, env, sc, slibs)
 		report.Header(os.Stdout, sr)
 		report.Table(os.Stdout, sr.Metrics)
 	}
 	return sr, bad
+}
+
+// runContention runs each library in turn, -runs times with the order
+// reversed every other time (the machine's drift then falls on every
+// library alike), and returns each library's medians.
+func runContention(ctx context.Context, o *options, env *environment, sc workload.Scenario, slibs []string) (ms []workload.Metrics, bad bool) {
+	cfg := lockers.Config{TTL: o.ttl, TTLSet: o.set["ttl"]}
+	per := map[string][]workload.Metrics{}
+	for r := range max(1, o.runs) {
+		order := slices.Clone(slibs)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, lib := range order {
+			if ctx.Err() != nil {
+				break
+			}
+			m := runOne(ctx, o, lib, cfg, env, sc)
+			per[lib] = append(per[lib], m)
+			if m.Overlaps > 0 || m.FencingViolations > 0 || len(m.Hung) > 0 || m.SetupError != "" {
+				bad = true
+			}
+		}
+	}
+	for _, lib := range slibs {
+		if len(per[lib]) > 0 {
+			ms = append(ms, workload.MedianOf(per[lib]))
+		}
+	}
+	return ms, bad
 }
 
 // finish writes the result files (into out, if set) and picks the exit
@@ -184,116 +250,6 @@ func finish(ctx context.Context, out string, rep *report.Run, bad bool) int {
 		return 1
 	}
 	return 0
-}
-
-// environment is one running Redis deployment.
-type environment struct {
-	topo   workload.Topology
-	desc   string
-	target lockers.Target
-	admin  *redisx.Admin
-	stop   []func()
-}
-
-type environments struct {
-	o *options
-	m map[workload.Topology]*environment
-}
-
-// get returns the deployment for t, starting it on first use.
-func (es *environments) get(ctx context.Context, t workload.Topology) (*environment, error) {
-	if e := es.m[t]; e != nil {
-		return e, nil
-	}
-	o := es.o
-	e := &environment{topo: t}
-	fail := func(err error) (*environment, error) {
-		e.close()
-		return nil, err
-	}
-	t0 := time.Now()
-	switch t {
-	case workload.Standalone, workload.Replicated:
-		addr := o.addr
-		if addr == "" {
-			srv, err := redisx.Start(ctx, o.redisBin)
-			if err != nil {
-				return fail(err)
-			}
-			e.stop = append(e.stop, srv.Stop)
-			addr = srv.Addr
-		}
-		e.target = lockers.Standalone(addr)
-		e.desc = "standalone redis-server at " + addr
-		if t == workload.Replicated {
-			rep, err := redisx.StartReplica(ctx, o.redisBin, addr)
-			if err != nil {
-				return fail(fmt.Errorf("replica: %w", err))
-			}
-			e.stop = append(e.stop, rep.Stop)
-			e.desc = fmt.Sprintf("redis-server at %s with one replica at %s (INFO counters: the primary only)", addr, rep.Addr)
-		}
-	case workload.Cluster:
-		if o.addr != "" {
-			return fail(errors.New("-addr is for standalone runs; cluster runs start their own cluster"))
-		}
-		cl, err := redisx.StartCluster(ctx, o.redisBin, o.redisCli, o.clusterNodes)
-		if err != nil {
-			return fail(err)
-		}
-		e.stop = append(e.stop, cl.Stop)
-		e.target = lockers.Target{Addrs: cl.Addrs, Cluster: true}
-		e.desc = fmt.Sprintf("Redis Cluster of %d primaries at %s (INFO counters summed over them)", len(cl.Addrs), strings.Join(cl.Addrs, ", "))
-	default:
-		return nil, fmt.Errorf("unknown topology %q", t)
-	}
-	admin, err := redisx.NewAdmin(e.target.Addrs...)
-	if err != nil {
-		return fail(fmt.Errorf("connect: %w", err))
-	}
-	e.admin = admin
-	fmt.Fprintf(os.Stderr, "lockbench: %s: up in %v\n", e.desc, time.Since(t0).Round(10*time.Millisecond))
-	es.m[t] = e
-	return e, nil
-}
-
-// startAll starts every deployment the scenarios need, up front: one that
-// cannot start then fails the run before any scenario has spent its time.
-func (es *environments) startAll(ctx context.Context, scens []workload.Scenario) error {
-	for _, sc := range scens {
-		if _, err := es.get(ctx, sc.On()); err != nil {
-			return fmt.Errorf("%s: %w", sc.On(), err)
-		}
-	}
-	return nil
-}
-
-func (e *environment) close() {
-	if e.admin != nil {
-		e.admin.Close()
-	}
-	for i := len(e.stop) - 1; i >= 0; i-- {
-		e.stop[i]()
-	}
-}
-
-func (es *environments) close() {
-	for _, e := range es.m {
-		e.close()
-	}
-}
-
-// prepare empties the server and lets it settle between libraries.
-func prepare(ctx context.Context, admin *redisx.Admin, settle time.Duration) error {
-	if err := admin.FlushAll(ctx); err != nil {
-		return fmt.Errorf("FLUSHALL: %w", err)
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(settle):
-	}
-	return nil
 }
 
 func runOne(ctx context.Context, o *options, lib string, cfg lockers.Config, env *environment, sc workload.Scenario) workload.Metrics {

@@ -33,6 +33,9 @@ type workerSpec struct {
 	// Holders is the file of the holder counters shared by the workers
 	// (workload.SharedCounters); empty: each worker counts its own.
 	Holders string `json:"holders,omitempty"`
+	// Sessions is the number of sessions of a "waiters" worker (Mode),
+	// whose global indexes begin at Instance.
+	Sessions int `json:"sessions,omitempty"`
 }
 
 // Protocol on the worker's stdin/stdout:
@@ -95,7 +98,7 @@ func runProcs(ctx context.Context, lib string, cfg lockers.Config, target locker
 }
 
 // startWorkers starts n worker processes and sends each its spec (with its
-// instance number). The processes started are returned on error too, for
+// instance number i; a single worker keeps spec.Instance). The processes started are returned on error too, for
 // stopWorkers: one that failed half-way must not outlive the run.
 func startWorkers(ctx context.Context, spec workerSpec, n int) ([]*workerProc, error) {
 	var procs []*workerProc
@@ -117,7 +120,9 @@ func startWorkers(ctx context.Context, spec workerSpec, n int) ([]*workerProc, e
 		}
 		w := &workerProc{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20)}
 		procs = append(procs, w)
-		spec.Instance = i
+		if n > 1 {
+			spec.Instance = i
+		}
 		line, _ := json.Marshal(spec)
 		if _, err := fmt.Fprintf(stdin, "%s\n", line); err != nil {
 			return procs, fmt.Errorf("worker %d: %w", i, err)
@@ -228,8 +233,11 @@ func workerMain() int {
 		fmt.Println("ERROR bad spec:", err)
 		return 1
 	}
-	if spec.Mode == "candidate" {
+	switch spec.Mode {
+	case "candidate":
 		return candidateMain(spec, in)
+	case "waiters":
+		return waitersWorkerMain(spec, in)
 	}
 	ad, err := lockers.Get(spec.Lib, spec.Config)
 	if err != nil {

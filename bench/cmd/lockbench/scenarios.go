@@ -5,18 +5,28 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/batonlock/baton/bench/lockers"
 	"github.com/batonlock/baton/bench/workload"
 )
 
-// libsFor returns the libraries a scenario compares: the scenario's own list
-// unless -libs was given; on the replicated topology baton+MinReplicas1 is
-// added after baton; libraries that do not apply are left out.
+// libsFor returns the libraries a scenario compares: the scenario's own
+// list unless -libs names libraries ("all" stands for each scenario's own
+// list, and for the canonical list where it has none; extras named beside
+// it are added); on the replicated topology baton+MinReplicas1 is added
+// after baton; a smoke run (-short) keeps the ends of each polling sweep
+// unless -libs was given; libraries that do not apply are left out.
 func libsFor(o *options, sc workload.Scenario, libs []string) []string {
 	base := libs
-	if len(sc.Libs) > 0 && !o.set["libs"] {
-		base = sc.Libs
+	named := o.set["libs"]
+	if len(sc.Libs) > 0 && (!named || slices.Contains(strings.Split(o.libs, ","), "all")) {
+		base = slices.Clone(sc.Libs)
+		for _, l := range libs {
+			if lockers.IsExtra(l) && !slices.Contains(base, l) {
+				base = append(base, l)
+			}
+		}
 	}
 	if sc.On() == workload.Replicated && !slices.Contains(base, lockers.BatonMinReplicas) {
 		var with []string
@@ -30,22 +40,37 @@ func libsFor(o *options, sc workload.Scenario, libs []string) []string {
 	}
 	var out []string
 	for _, l := range base {
-		switch {
-		case sc.IsSemaphore() && !lockers.HasSemaphore(l):
-			// Not a semaphore library.
-		case !sc.IsSemaphore() && !lockers.HasLock(l):
-			// A semaphore library only.
-		case sc.Failover != nil && l != "baton":
-			// The election is baton's.
-		case sc.Holding != nil && l != "baton" && l != "rueidislock":
-			// Only libraries that renew leases in the background.
-		case sc.On() == workload.Cluster && !lockers.SupportsCluster(l):
-		case sc.On() != workload.Replicated && lockers.NeedsReplica(l):
-		default:
+		if applies(o, sc, l, named) {
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// applies reports whether library l takes part in scenario sc. baton
+// always takes part in a contention scenario it has a lock for (without
+// the feature the scenario needs, runScenario leaves it out and says so).
+func applies(o *options, sc workload.Scenario, l string, named bool) bool {
+	if d, ok := lockers.SweepInterval(l); ok && o.short && !named && !slices.Contains(lockers.ShortSweep, d) {
+		return false // a smoke run keeps the ends of the sweep
+	}
+	switch {
+	case sc.IsSemaphore():
+		return lockers.HasSemaphore(l)
+	case sc.Curve != nil || sc.Failover != nil:
+		return l == "baton" // baton's curves; the election is baton's
+	case sc.Holding != nil:
+		return l == "baton" || l == "rueidislock" // libraries that renew leases in the background
+	case !lockers.HasLock(l):
+		return false // a semaphore library only
+	case sc.On() == workload.Cluster && !lockers.SupportsCluster(l):
+		return false
+	case sc.On() != workload.Replicated && lockers.NeedsReplica(l):
+		return false
+	case l != "baton" && lockers.Supports(l, sc.Params.Needs()) != nil:
+		return false
+	}
+	return true
 }
 
 func resolveLibs(list string) ([]string, error) {
@@ -97,6 +122,8 @@ func resolveScenarios(o *options) ([]workload.Scenario, error) {
 		switch {
 		case s.Failover != nil:
 			s.Failover = failoverFlags(o, *s.Failover)
+		case s.Curve != nil:
+			s.Curve = curveFlags(o, *s.Curve)
 		case s.Holding != nil:
 			s.Holding = holdingFlags(o, *s.Holding)
 		default:
@@ -149,6 +176,8 @@ func moveTopology(o *options, scens []workload.Scenario) []workload.Scenario {
 	var out []workload.Scenario
 	for _, s := range scens {
 		switch {
+		case s.Curve != nil:
+			// A curve chooses its own deployments.
 		case o.cluster && s.On() == workload.Standalone:
 			s = s.OnCluster()
 		case o.replica && s.On() == workload.Standalone && s.IsContention() && !s.IsSemaphore():
@@ -176,6 +205,43 @@ func failoverFlags(o *options, f workload.FailoverParams) *workload.FailoverPara
 		f.Rounds = min(f.Rounds, 3)
 	}
 	return &f
+}
+
+// curveFlags returns the curve's parameters with the flags that apply to
+// them (-sizes, -real-names, -duration for the commands curve's shape;
+// -short: small sizes and short windows), as a new value.
+func curveFlags(o *options, c workload.CurveParams) *workload.CurveParams {
+	c.Sizes = slices.Clone(c.Sizes)
+	if o.short {
+		shortCurve(&c)
+	}
+	if o.set["sizes"] && c.Kind != workload.CurveCommands {
+		c.Sizes = slices.Clone(o.sizes)
+	}
+	if o.set["real-names"] {
+		c.Real = o.realNames
+	}
+	if c.Kind == workload.CurveCommands {
+		applyWorkloadFlags(o, &c.Shape)
+	}
+	return &c
+}
+
+// shortCurve cuts a curve to a smoke run's: sizes that take every code
+// path (the names curve still fills Redis above its real names), windows
+// of a fraction of a second.
+func shortCurve(c *workload.CurveParams) {
+	ms := time.Millisecond
+	switch c.Kind {
+	case workload.CurveWaiters:
+		c.Sizes = []int{8, 40}
+		c.Idle, c.Wait, c.Handoff = 300*ms, 500*ms, 500*ms
+	case workload.CurveNames:
+		c.Sizes, c.Real = []int{1000, 5000}, 1000
+	case workload.CurveHeld:
+		c.Sizes = []int{100, 1000}
+		c.Holding.Hold = workload.ShortDuration
+	}
 }
 
 // holdingFlags returns the holding parameters with the flags that apply
