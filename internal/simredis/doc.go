@@ -1,0 +1,55 @@
+// Package simredis is Redis's side of baton's scripts as plain Go, for the
+// deterministic simulator: a keyspace of strings, lists and hashes with
+// expiry on a clock the caller sets, connections with Pub/Sub subscriptions
+// and client-side caching (CLIENT TRACKING ON OPTIN NOLOOP), and one Go
+// function per Lua script of internal/script that does what the script
+// does, command by command, with the same replies and errors.
+//
+// Each script's Go function mirrors its Lua file line by line, under the
+// same helper names (common.go is common.lua, handoff.go is handoff.lua,
+// acquire.go is acquire.lua, ...), so that a change to a script is ported
+// by editing the same lines here. twin_test.go proves the two equal: it
+// runs random operation sequences against this model and against the real
+// scripts on a real redis-server and requires the same replies, keys,
+// expiry times, messages and invalidations.
+//
+// # Numbers
+//
+// Redis's Lua has one number type, the double. The model computes with
+// float64 where the scripts compute, so rounding (lease/2, string.format's
+// "%.0f", which rounds half to even) is the same. Fences are µs timestamps
+// (about 1.8e15) and deadlines ms timestamps: both stay below 2^53, where a
+// double holds every integer exactly, so they compare and format as exact
+// integers in both. A Lua number returned in a reply becomes an integer
+// truncated toward zero, as Redis converts it.
+//
+// # Time and expiry
+//
+// The clock is the caller's (SetTime). TIME inside a script returns it, in
+// µs; a script sees one instant (on a real server TIME moves on during a
+// script by a few µs, which no script's outcome depends on). A key is gone
+// once the clock in ms is past its expiry (Redis: now > when), to every
+// command and inspection. SetTime expires the keys some connection tracks
+// at once, as Redis's active expiry does, and tells those connections (an
+// invalidation); a key nobody tracks just stops being seen.
+//
+// # Connections
+//
+// A ClientID names one connection. Outside (0) is an anonymous one: the
+// operator's redis-cli, another program. Connect makes a connection that
+// may subscribe to channels (PUBLISH returns the number of connections
+// subscribed) and, with tracking, is told of changes to the keys its
+// tracked script calls read: Redis tracks every key a read-only command
+// names (present or not) during a call preceded by CLIENT CACHING YES;
+// the next change of the key by another connection, its expiry, DEL or
+// FLUSHALL sends an invalidation and ends the tracking. The connection's
+// own writes end the tracking without telling it (NOLOOP). FLUSHALL tells
+// every tracking connection, the flusher too, with a null key. Drop ends a
+// connection with its subscriptions and tracking, as a reset does.
+//
+// # Use
+//
+// A Server is not safe for concurrent use (the simulator is one
+// goroutine); its zero value is not usable: call New. Messages published
+// and invalidations are queued in an outbox that Drain empties.
+package simredis

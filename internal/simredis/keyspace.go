@@ -1,0 +1,355 @@
+package simredis
+
+// The commands the scripts call (redis.call), on the keyspace, as Redis
+// 7 runs them: the same type checks and errors, empty lists and hashes
+// deleted, a change signalled to the connections that track the key, a key
+// named by a read-only command tracked for the caller of a tracked call.
+
+type kind uint8
+
+const (
+	kindString kind = iota + 1
+	kindList
+	kindHash
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindString:
+		return "string"
+	case kindList:
+		return "list"
+	case kindHash:
+		return "hash"
+	}
+	return "none"
+}
+
+// value is a key's value: one of str, list (head first) or hash (fields in
+// the order written, as a small hash's listpack keeps them), and its
+// expiry in ms since the Unix epoch (0: none).
+type value struct {
+	kind     kind
+	str      string
+	list     []string
+	hash     []field
+	expireAt int64
+}
+
+type field struct{ name, val string }
+
+func (v *value) fieldAt(name string) int {
+	for i := range v.hash {
+		if v.hash[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Errors Redis replies with.
+const (
+	errWrongType    Error = "WRONGTYPE Operation against a key holding the wrong kind of value"
+	errNotInteger   Error = "ERR value is not an integer or out of range"
+	errNoSuchKey    Error = "ERR no such key"
+	errOutOfRange   Error = "ERR index out of range"
+	errExpireSET    Error = "ERR invalid expire time in 'set' command"
+	errSyntax       Error = "ERR syntax error"
+	errUnknownCmd   Error = "ERR unknown command"
+	errWrongArgs    Error = "ERR wrong number of arguments"
+	errCachingNoOpt Error = "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"
+)
+
+// run is one command or script call: the server, the calling connection
+// (nil: Outside), and whether Redis tracks the keys its reads name.
+type run struct {
+	s     *Server
+	c     *conn
+	track bool
+}
+
+// lookup returns key's value, nil when missing or past its expiry (then
+// deleted, as Redis's lazy expiry does).
+func (r *run) lookup(key string) *value {
+	v := r.s.keys[key]
+	if v != nil && v.expireAt != 0 && r.s.ms() > v.expireAt {
+		delete(r.s.keys, key)
+		r.s.modified(key, r.c)
+		return nil
+	}
+	return v
+}
+
+// read records that a read-only command named key.
+func (r *run) read(key string) {
+	if r.track {
+		r.s.track(key, r.c)
+	}
+}
+
+func (r *run) wrote(key string) { r.s.modified(key, r.c) }
+
+func (r *run) typed(key string, k kind) *value {
+	v := r.lookup(key)
+	if v != nil && v.kind != k {
+		raise(errWrongType)
+	}
+	return v
+}
+
+func (r *run) get(key string) (string, bool) {
+	v := r.typed(key, kindString)
+	r.read(key)
+	if v == nil {
+		return "", false
+	}
+	return v.str, true
+}
+
+// set is SET key val, with PX px when px > 0.
+func (r *run) set(key, val string, px int64) {
+	r.lookup(key)
+	v := &value{kind: kindString, str: val}
+	if px > 0 {
+		v.expireAt = r.s.ms() + px
+	}
+	r.s.keys[key] = v
+	r.wrote(key)
+}
+
+// setPX is SET key val PX px with px as a script passes it.
+func (r *run) setPX(key, val string, px int64) {
+	if px <= 0 {
+		raise(errExpireSET)
+	}
+	r.set(key, val, px)
+}
+
+func (r *run) pexpire(key string, ms int64) int64 {
+	v := r.lookup(key)
+	if v == nil {
+		return 0
+	}
+	if ms <= 0 {
+		delete(r.s.keys, key)
+	} else {
+		v.expireAt = r.s.ms() + ms
+	}
+	r.wrote(key)
+	return 1
+}
+
+func (r *run) pttl(key string) int64 {
+	v := r.lookup(key)
+	r.read(key)
+	switch {
+	case v == nil:
+		return -2
+	case v.expireAt == 0:
+		return -1
+	}
+	return v.expireAt - r.s.ms()
+}
+
+func (r *run) typeOf(key string) string {
+	v := r.lookup(key)
+	r.read(key)
+	if v == nil {
+		return "none"
+	}
+	return v.kind.String()
+}
+
+func (r *run) del(key string) int64 {
+	if r.lookup(key) == nil {
+		return 0
+	}
+	delete(r.s.keys, key)
+	r.wrote(key)
+	return 1
+}
+
+// lindex0 is LINDEX key 0.
+func (r *run) lindex0(key string) (string, bool) {
+	v := r.typed(key, kindList)
+	r.read(key)
+	if v == nil {
+		return "", false
+	}
+	return v.list[0], true
+}
+
+func (r *run) lpop(key string) (string, bool) {
+	v := r.typed(key, kindList)
+	if v == nil {
+		return "", false
+	}
+	e := v.list[0]
+	v.list[0] = ""
+	v.list = v.list[1:]
+	if len(v.list) == 0 {
+		delete(r.s.keys, key)
+	}
+	r.wrote(key)
+	return e, true
+}
+
+func (r *run) rpush(key, e string) int64 {
+	v := r.typed(key, kindList)
+	if v == nil {
+		v = &value{kind: kindList, list: make([]string, 0, 4)}
+		r.s.keys[key] = v
+	}
+	v.list = append(v.list, e)
+	r.wrote(key)
+	return int64(len(v.list))
+}
+
+// lset is LSET key i e, i 0-based from the head.
+func (r *run) lset(key string, i int, e string) {
+	v := r.typed(key, kindList)
+	if v == nil {
+		raise(errNoSuchKey)
+	}
+	if i < 0 || i >= len(v.list) {
+		raise(errOutOfRange)
+	}
+	v.list[i] = e
+	r.wrote(key)
+}
+
+// lrem is LREM key 0 e: every element equal to e goes.
+func (r *run) lrem(key, e string) int64 {
+	v := r.typed(key, kindList)
+	if v == nil {
+		return 0
+	}
+	n := 0
+	for _, x := range v.list {
+		if x != e {
+			v.list[n] = x
+			n++
+		}
+	}
+	removed := len(v.list) - n
+	clear(v.list[n:])
+	v.list = v.list[:n]
+	if removed == 0 {
+		return 0
+	}
+	if n == 0 {
+		delete(r.s.keys, key)
+	}
+	r.wrote(key)
+	return int64(removed)
+}
+
+// lrange is LRANGE key 0 -1. The slice is the list's own: read it before
+// the next write.
+func (r *run) lrange(key string) []string {
+	v := r.typed(key, kindList)
+	r.read(key)
+	if v == nil {
+		return nil
+	}
+	return v.list
+}
+
+func (r *run) llen(key string) int64 {
+	v := r.typed(key, kindList)
+	r.read(key)
+	if v == nil {
+		return 0
+	}
+	return int64(len(v.list))
+}
+
+func (r *run) hget(key, f string) (string, bool) {
+	v := r.typed(key, kindHash)
+	r.read(key)
+	if v == nil {
+		return "", false
+	}
+	if i := v.fieldAt(f); i >= 0 {
+		return v.hash[i].val, true
+	}
+	return "", false
+}
+
+func (r *run) hexists(key, f string) int64 {
+	if _, ok := r.hget(key, f); ok {
+		return 1
+	}
+	return 0
+}
+
+// hset is HSET key f val.
+func (r *run) hset(key, f, val string) {
+	v := r.typed(key, kindHash)
+	if v == nil {
+		v = &value{kind: kindHash, hash: make([]field, 0, 8)}
+		r.s.keys[key] = v
+	}
+	v.put(f, val)
+	r.wrote(key)
+}
+
+// hset2 is HSET key f1 v1 f2 v2.
+func (r *run) hset2(key, f1, v1, f2, v2 string) {
+	r.hset(key, f1, v1)
+	r.s.keys[key].put(f2, v2) // one command: one signal
+}
+
+func (v *value) put(f, val string) {
+	if i := v.fieldAt(f); i >= 0 {
+		v.hash[i].val = val
+		return
+	}
+	v.hash = append(v.hash, field{f, val})
+}
+
+// hdel is HDEL key f [g] (g "" with two false: one field).
+func (r *run) hdel(key, f string, g string, two bool) int64 {
+	v := r.typed(key, kindHash)
+	if v == nil {
+		return 0
+	}
+	n := v.drop(f)
+	if two && g != f {
+		n += v.drop(g)
+	}
+	if n == 0 {
+		return 0
+	}
+	if len(v.hash) == 0 {
+		delete(r.s.keys, key)
+	}
+	r.wrote(key)
+	return n
+}
+
+func (v *value) drop(f string) int64 {
+	i := v.fieldAt(f)
+	if i < 0 {
+		return 0
+	}
+	copy(v.hash[i:], v.hash[i+1:])
+	v.hash[len(v.hash)-1] = field{}
+	v.hash = v.hash[:len(v.hash)-1]
+	return 1
+}
+
+// hgetall is HGETALL key, as a copy (the scripts write while they walk it)
+// in the server's scratch buffer: valid until the next hgetall.
+func (r *run) hgetall(key string) []field {
+	v := r.typed(key, kindHash)
+	r.read(key)
+	r.s.fields = r.s.fields[:0]
+	if v != nil {
+		r.s.fields = append(r.s.fields, v.hash...)
+	}
+	return r.s.fields
+}
+
+// nowMicros is TIME, in µs.
+func (r *run) nowMicros() int64 { return r.s.us }
