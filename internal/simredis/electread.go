@@ -55,4 +55,3 @@ func hasField(all []field, name string) bool {
 	}
 	return false
 }
-

@@ -10,10 +10,10 @@ import "strings"
 // (hasSoonest false: nil), the last fence and the limit (has* false: nil),
 // and the members with an election value (in the server's scratch buffer).
 type scan struct {
-	live                    float64
-	soonest, last, lim      float64
+	live                        float64
+	soonest, last, lim          float64
 	hasSoonest, hasLast, hasLim bool
-	vals                    []string
+	vals                        []string
 }
 
 // semscan is semcommon.lua's semscan(k).
@@ -83,12 +83,12 @@ func (r *run) semput(k, member string, last float64, known bool, lease float64) 
 // served is what semserve returns: the live count, the last fence, whether
 // self was reached, the soonest deadline granted (hasSoon false: nil).
 type served struct {
-	live          float64
-	last          float64
-	known         bool
-	reached       bool
-	soon          float64
-	hasSoon       bool
+	live    float64
+	last    float64
+	known   bool
+	reached bool
+	soon    float64
+	hasSoon bool
 }
 
 // semserve is semcommon.lua's semserve(k, q, live, last, limit, skip,
