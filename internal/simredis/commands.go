@@ -49,10 +49,14 @@ func (s *Server) Do(c ClientID, args ...string) (res any, err error) {
 		}
 		return n, nil
 	case cmd == "HSET" && len(a) >= 3 && len(a)%2 == 1:
+		n := int64(0)
 		for i := 1; i < len(a); i += 2 {
+			if r.hexists(a[0], a[i]) == 0 {
+				n++
+			}
 			r.hset(a[0], a[i], a[i+1])
 		}
-		return int64((len(a) - 1) / 2), nil // fields written, new or not: callers use the key
+		return n, nil // fields added
 	case cmd == "PUBLISH" && len(a) == 2, cmd == "SPUBLISH" && len(a) == 2:
 		return s.publish(a[0], a[1], cmd == "SPUBLISH"), nil
 	case cmd == "FLUSHALL" && len(a) <= 1:

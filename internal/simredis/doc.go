@@ -39,9 +39,11 @@
 // operator's redis-cli, another program. Connect makes a connection that
 // may subscribe to channels (PUBLISH returns the number of connections
 // subscribed) and, with tracking, is told of changes to the keys its
-// tracked script calls read: Redis tracks every key a read-only command
-// names (present or not) during a call preceded by CLIENT CACHING YES;
-// the next change of the key by another connection, its expiry, DEL or
+// tracked script calls read: during a call preceded by CLIENT CACHING YES,
+// each read-only command tracks keys, present or not (which ones: see
+// Options.TrackCommandKeys; a write ends the tracking of the key written,
+// so a key read before the call writes it is not tracked after); the next
+// change of the key by another connection, its expiry, DEL or
 // FLUSHALL sends an invalidation and ends the tracking. The connection's
 // own writes end the tracking without telling it (NOLOOP). FLUSHALL tells
 // every tracking connection, the flusher too, with a null key. Drop ends a

@@ -59,7 +59,7 @@ func (s *Server) Eval(c ClientID, sc *script.Script, keys, args []string, track 
 	if f == nil {
 		panic("simredis: Eval of a script that is not baton's")
 	}
-	r := run{s: s, c: s.conns[c]}
+	r := run{s: s, c: s.conns[c], keys: keys}
 	if track {
 		if r.c == nil || !r.c.tracking {
 			track = false // CLIENT CACHING failed: Redis does not track the call

@@ -66,24 +66,35 @@ type run struct {
 	s     *Server
 	c     *conn
 	track bool
+	keys  []string // the keys the call declared (KEYS)
 }
 
 // lookup returns key's value, nil when missing or past its expiry (then
-// deleted, as Redis's lazy expiry does).
+// deleted). The deletion tells nobody: SetMicros expired, and told the
+// trackers of, every key tracked when the clock passed its expiry, so a
+// connection that tracks this one began after it was gone.
 func (r *run) lookup(key string) *value {
 	v := r.s.keys[key]
 	if v != nil && v.expireAt != 0 && r.s.ms() > v.expireAt {
 		delete(r.s.keys, key)
-		r.s.modified(key, r.c)
 		return nil
 	}
 	return v
 }
 
-// read records that a read-only command named key.
+// read records that a read-only command named key: in a tracked call,
+// the key is tracked (TrackCommandKeys) or, as Redis 7.0 does, every key
+// the call declared.
 func (r *run) read(key string) {
-	if r.track {
+	if !r.track {
+		return
+	}
+	if r.s.opt.TrackCommandKeys {
 		r.s.track(key, r.c)
+		return
+	}
+	for _, k := range r.keys {
+		r.s.track(k, r.c)
 	}
 }
 
@@ -97,9 +108,19 @@ func (r *run) typed(key string, k kind) *value {
 	return v
 }
 
-func (r *run) get(key string) (string, bool) {
-	v := r.typed(key, kindString)
+// readTyped is typed for a read-only command: Redis tracks the keys after
+// the command ran, failed or not.
+func (r *run) readTyped(key string, k kind) *value {
+	v := r.lookup(key)
 	r.read(key)
+	if v != nil && v.kind != k {
+		raise(errWrongType)
+	}
+	return v
+}
+
+func (r *run) get(key string) (string, bool) {
+	v := r.readTyped(key, kindString)
 	if v == nil {
 		return "", false
 	}
@@ -171,8 +192,7 @@ func (r *run) del(key string) int64 {
 
 // lindex0 is LINDEX key 0.
 func (r *run) lindex0(key string) (string, bool) {
-	v := r.typed(key, kindList)
-	r.read(key)
+	v := r.readTyped(key, kindList)
 	if v == nil {
 		return "", false
 	}
@@ -247,8 +267,7 @@ func (r *run) lrem(key, e string) int64 {
 // lrange is LRANGE key 0 -1. The slice is the list's own: read it before
 // the next write.
 func (r *run) lrange(key string) []string {
-	v := r.typed(key, kindList)
-	r.read(key)
+	v := r.readTyped(key, kindList)
 	if v == nil {
 		return nil
 	}
@@ -256,8 +275,7 @@ func (r *run) lrange(key string) []string {
 }
 
 func (r *run) llen(key string) int64 {
-	v := r.typed(key, kindList)
-	r.read(key)
+	v := r.readTyped(key, kindList)
 	if v == nil {
 		return 0
 	}
@@ -265,8 +283,7 @@ func (r *run) llen(key string) int64 {
 }
 
 func (r *run) hget(key, f string) (string, bool) {
-	v := r.typed(key, kindHash)
-	r.read(key)
+	v := r.readTyped(key, kindHash)
 	if v == nil {
 		return "", false
 	}
@@ -342,8 +359,7 @@ func (v *value) drop(f string) int64 {
 // hgetall is HGETALL key, as a copy (the scripts write while they walk it)
 // in the server's scratch buffer: valid until the next hgetall.
 func (r *run) hgetall(key string) []field {
-	v := r.typed(key, kindHash)
-	r.read(key)
+	v := r.readTyped(key, kindHash)
 	r.s.fields = r.s.fields[:0]
 	if v != nil {
 		r.s.fields = append(r.s.fields, v.hash...)

@@ -1,0 +1,351 @@
+package simredis
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonlock/baton/internal/script"
+)
+
+// The operations of the differential test, chosen at random with
+// plausible arguments: members as baton builds them, tokens right or
+// stale, names from a small set.
+
+const prefix0 = "tw"
+
+var (
+	lockNames = []string{"a", "b"}
+	leases    = []string{"200", "300", "500", "1000"}
+	lingers   = []string{"100", "250"}
+	foreign   = []string{"junk", "~-5", "~0x10", "~ 7", "~9000000000000000", "x-1:2", "~12abc"}
+)
+
+const (
+	semKey   = prefix0 + ":s:{s}"
+	electKey = prefix0 + ":e:{e}"
+	electAnn = "P:" + electKey + ":ev"
+)
+
+func lockKey(name string) string { return prefix0 + ":{" + name + "}" }
+
+// op is one operation: a script call, a plain command, or time passing,
+// or a connection reset.
+type op struct {
+	desc       string
+	conn       ClientID       // who sends it; Outside: the harness
+	sc         *script.Script // a script call
+	keys, args []string       // in the model's terms (fences translated for the real server)
+	track      bool
+	cmd        []string      // a plain command
+	rel        []int         // reply positions that hold durations
+	relIf      int64         // rel applies when the reply's first element is this
+	sleep      time.Duration // time passes
+	reset      ClientID      // a connection closed and opened again
+}
+
+func (o op) String() string {
+	switch {
+	case o.sc != nil:
+		return fmt.Sprintf("conn %d %s keys=%q args=%q track=%v", o.conn, o.desc, o.keys, o.args, o.track)
+	case o.cmd != nil:
+		return fmt.Sprintf("conn %d %q", o.conn, o.cmd)
+	case o.sleep > 0:
+		return "sleep " + o.sleep.String()
+	}
+	return fmt.Sprintf("reset conn %d", o.reset)
+}
+
+// tclient is one baton client: its id and connections.
+type tclient struct {
+	hex     string
+	t, p, s ClientID // tracking script connection, plain script connection, subscriber
+}
+
+func (w *world) pick(n int) int { return w.rng.Intn(n) }
+
+func (w *world) oneOf(l []string) string { return l[w.pick(len(l))] }
+
+func (w *world) client() tclient { return w.clients[w.pick(len(w.clients))] }
+
+func (w *world) member(c tclient) string { return c.hex + "-" + strconv.Itoa(1+w.pick(2)) }
+
+// via is how a grant is told: the grantee's client channel, sometimes a
+// shard channel.
+func (w *world) via(shard string) string {
+	if w.pick(8) == 0 {
+		return "S:" + shard
+	}
+	return "C:" + prefix0
+}
+
+// scriptConn picks the connection of c that sends a call, and whether it
+// is tracked.
+func (w *world) scriptConn(c tclient) (ClientID, bool) {
+	if w.pick(3) == 0 {
+		return c.p, false
+	}
+	return c.t, w.pick(2) == 0
+}
+
+// next chooses the next operation.
+func (w *world) next() op {
+	switch n := w.pick(100); {
+	case n < 18:
+		return w.acquireOp()
+	case n < 32:
+		return w.releaseOp()
+	case n < 36:
+		return w.dequeueOp()
+	case n < 44:
+		return w.renewOp()
+	case n < 46:
+		name := w.oneOf(lockNames)
+		return op{desc: "Force", sc: script.Force, keys: []string{lockKey(name), lockKey(name) + ":q"}, args: []string{w.via(prefix0 + ":g:{" + name + "}"), name}}
+	case n < 62:
+		return w.semAcquireOp(w.pick(3) == 0)
+	case n < 72:
+		return w.semReleaseOp(w.pick(3) == 0)
+	case n < 75:
+		return w.semDequeueOp(w.pick(3) == 0)
+	case n < 78:
+		c := w.client()
+		return op{desc: "ElectRead", conn: c.p, sc: script.ElectRead, keys: []string{electKey}, rel: []int{2}, relIf: 1}
+	case n < 83:
+		return w.outsideOp()
+	case n < 85:
+		c := w.client()
+		if w.pick(2) == 0 {
+			return op{conn: c.p, cmd: []string{"SET", prefix0 + ":i:" + c.hex, "instance " + c.hex, "PX", "90000000"}}
+		}
+		return op{conn: c.p, cmd: []string{"DEL", prefix0 + ":i:" + c.hex}}
+	case n < 97:
+		if w.pick(5) == 0 {
+			return op{sleep: time.Duration(50+w.pick(400)) * time.Millisecond}
+		}
+		return op{sleep: time.Duration(1+w.pick(30)) * time.Millisecond}
+	default:
+		c := w.client()
+		return op{reset: []ClientID{c.t, c.p, c.s}[w.pick(3)]}
+	}
+}
+
+func (w *world) acquireOp() op {
+	c := w.client()
+	name := w.oneOf(lockNames)
+	conn, track := w.scriptConn(c)
+	wait := strconv.Itoa(w.pick(2))
+	return op{desc: "Acquire", conn: conn, track: track, sc: script.Acquire,
+		keys: []string{lockKey(name), lockKey(name) + ":q"},
+		args: []string{w.member(c), w.oneOf(leases), wait, w.via(prefix0 + ":g:{" + name + "}"), name, "C:" + prefix0},
+		rel:  []int{1}, relIf: 0}
+}
+
+// lockToken is a token for the lock key: mostly its holder's, else a
+// stale one of some member.
+func (w *world) lockToken(key string) (member, token string) {
+	if v, ok := w.model.Get(key); ok && w.pick(10) < 7 {
+		if m, _, ok := matchMember(v); ok {
+			return m, v
+		}
+	}
+	c := w.client()
+	member = w.member(c)
+	return member, member + ":" + w.someFence()
+}
+
+// someFence is a fence the model issued, or a small number.
+func (w *world) someFence() string {
+	if n := len(w.clk.byReal); n > 0 && w.pick(4) > 0 {
+		return strconv.FormatInt(w.clk.toModel[w.clk.byReal[w.pick(n)]], 10)
+	}
+	return strconv.Itoa(1 + w.pick(9))
+}
+
+func (w *world) releaseOp() op {
+	name := w.oneOf(lockNames)
+	member, token := w.lockToken(lockKey(name))
+	c := w.clientOf(member)
+	conn, track := w.scriptConn(c)
+	mode := w.oneOf([]string{"0", "1", "2", "k"})
+	return op{desc: "Release", conn: conn, track: track, sc: script.Release,
+		keys: []string{lockKey(name), lockKey(name) + ":q"},
+		args: []string{token, member, w.oneOf(leases), mode, w.via(prefix0 + ":g:{" + name + "}"), name, w.oneOf(lingers)}}
+}
+
+// clientOf is the client whose id begins member.
+func (w *world) clientOf(member string) tclient {
+	for _, c := range w.clients {
+		if strings.HasPrefix(member, c.hex) {
+			return c
+		}
+	}
+	return w.clients[0]
+}
+
+func (w *world) dequeueOp() op {
+	c := w.client()
+	name := w.oneOf(lockNames)
+	conn, track := w.scriptConn(c)
+	return op{desc: "Dequeue", conn: conn, track: track, sc: script.Dequeue,
+		keys: []string{lockKey(name), lockKey(name) + ":q"},
+		args: []string{w.member(c), w.via(prefix0 + ":g:{" + name + "}"), name}}
+}
+
+func (w *world) renewOp() op {
+	o := op{desc: "Renew", sc: script.Renew}
+	c := w.client()
+	o.conn, o.track = w.scriptConn(c)
+	for range 1 + w.pick(3) {
+		lease := w.oneOf(leases)
+		switch w.pick(3) {
+		case 0:
+			key := lockKey(w.oneOf(lockNames))
+			_, token := w.lockToken(key)
+			o.keys = append(o.keys, key)
+			o.args = append(o.args, w.oneOf([]string{"h", "H", "c", "C"}), token, lease)
+		case 1:
+			key := lockKey(w.oneOf(lockNames)) + ":q"
+			if w.pick(2) == 0 {
+				key = semKey + ":q"
+			}
+			o.keys = append(o.keys, key)
+			o.args = append(o.args, "w", w.queuedMember(key), lease)
+		default:
+			key := semKey
+			if w.pick(3) == 0 {
+				key = electKey
+			}
+			o.keys = append(o.keys, key)
+			o.args = append(o.args, "p", w.permitToken(key), lease)
+		}
+	}
+	return o
+}
+
+// queuedMember is a member queued on q, or some member.
+func (w *world) queuedMember(q string) string {
+	if l := w.model.LRange(q); len(l) > 0 && w.pick(4) > 0 {
+		if h, _, _, ok := unentry(l[w.pick(len(l))]); ok {
+			return h
+		}
+	}
+	return w.member(w.client())
+}
+
+// permitToken is a holder's token "<member>:<fence>" of hash key, mostly
+// right.
+func (w *world) permitToken(key string) string {
+	var holders []string
+	for f, v := range w.model.HGetAll(key) {
+		if !strings.HasPrefix(f, "#") {
+			if fe, ok := matchDigitsColon(v); ok {
+				holders = append(holders, f+":"+fe)
+			}
+		}
+	}
+	if len(holders) > 0 && w.pick(10) < 7 {
+		sortStrings(holders)
+		return holders[w.pick(len(holders))]
+	}
+	return w.slot(w.client(), key == electKey) + ":" + w.someFence()
+}
+
+// slot is a permit slot "<member>.<n>", or a campaign's "<member>.e<n>".
+func (w *world) slot(c tclient, elect bool) string {
+	if elect {
+		return w.member(c) + ".e" + strconv.Itoa(w.pick(2))
+	}
+	return w.member(c) + "." + strconv.Itoa(w.pick(2))
+}
+
+// semArgs are the key and trailing arguments of a semaphore (limit) or an
+// election (limit 1, its announce channel).
+func (w *world) semTarget(elect bool) (key, limit, ann, shard string) {
+	if elect {
+		return electKey, "1", electAnn, prefix0 + ":g:s:{s}"
+	}
+	limit = "2"
+	if v, ok := w.model.HGetAll(semKey)["#l"]; ok && w.pick(8) > 0 {
+		limit = v
+	} else if w.pick(2) == 0 {
+		limit = strconv.Itoa(1 + w.pick(3))
+	}
+	return semKey, limit, "", prefix0 + ":g:s:{s}"
+}
+
+func (w *world) semAcquireOp(elect bool) op {
+	c := w.client()
+	key, limit, ann, shard := w.semTarget(elect)
+	name := "s"
+	if elect {
+		name = "e"
+	}
+	args := []string{w.slot(c, elect), w.oneOf(leases), strconv.Itoa(w.pick(2)), w.via(shard), name, limit}
+	if elect {
+		args = append(args, ann, "v"+strconv.Itoa(w.pick(3)))
+	}
+	conn, track := w.scriptConn(c)
+	return op{desc: "SemAcquire", conn: conn, track: track, sc: script.SemAcquire,
+		keys: []string{key, key + ":q"}, args: args, rel: []int{1}, relIf: 0}
+}
+
+func (w *world) semReleaseOp(elect bool) op {
+	key, limit, ann, shard := w.semTarget(elect)
+	token := w.permitToken(key)
+	member, _, _ := matchToken(token)
+	name := "s"
+	if elect {
+		name = "e"
+	}
+	conn, track := w.scriptConn(w.clientOf(member))
+	mode := w.oneOf([]string{"0", "1", "2"})
+	return op{desc: "SemRelease", conn: conn, track: track, sc: script.SemRelease,
+		keys: []string{key, key + ":q"},
+		args: []string{token, member, w.oneOf(leases), mode, w.via(shard), name, w.oneOf(lingers), limit, ann}}
+}
+
+func (w *world) semDequeueOp(elect bool) op {
+	key, limit, ann, shard := w.semTarget(elect)
+	member := w.queuedMember(key + ":q")
+	if w.pick(2) == 0 {
+		member = w.slot(w.client(), elect)
+	}
+	name := "s"
+	if elect {
+		name = "e"
+	}
+	conn, track := w.scriptConn(w.clientOf(member))
+	return op{desc: "SemDequeue", conn: conn, track: track, sc: script.SemDequeue,
+		keys: []string{key, key + ":q"}, args: []string{member, w.via(shard), name, limit, ann}}
+}
+
+// outsideOp is a change from outside baton: a DEL of some key, rarely a
+// FLUSHALL or a value baton did not write.
+func (w *world) outsideOp() op {
+	keys := w.model.Keys()
+	switch n := w.pick(20); {
+	case n < 12 && len(keys) > 0:
+		return op{cmd: []string{"DEL", keys[w.pick(len(keys))].Key}}
+	case n < 13:
+		return op{cmd: []string{"FLUSHALL"}}
+	case n < 16:
+		return op{cmd: []string{"SET", lockKey(w.oneOf(lockNames)), w.oneOf(foreign)}}
+	case n < 17:
+		return op{cmd: []string{"RPUSH", lockKey(w.oneOf(lockNames)), "junk"}}
+	case n < 18:
+		return op{cmd: []string{"HSET", semKey, w.slot(w.client(), false), "junk"}}
+	case n < 19:
+		return op{cmd: []string{"SET", semKey, "junk"}}
+	}
+	return op{cmd: []string{"SET", lockKey(w.oneOf(lockNames)), "~" + w.someFence(), "PX", "3600000"}}
+}
+
+func sortStrings(l []string) {
+	for i := 1; i < len(l); i++ {
+		for j := i; j > 0 && l[j] < l[j-1]; j-- {
+			l[j], l[j-1] = l[j-1], l[j]
+		}
+	}
+}
