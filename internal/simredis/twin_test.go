@@ -378,6 +378,8 @@ func canonical(ds []Delivery) []Delivery {
 			msgs = append(msgs, d)
 		}
 	}
-	sort.Slice(invs, func(i, j int) bool { return invs[i].Key < invs[j].Key || invs[i].Key == invs[j].Key && !invs[i].Flush && invs[j].Flush })
+	sort.Slice(invs, func(i, j int) bool {
+		return invs[i].Key < invs[j].Key || invs[i].Key == invs[j].Key && !invs[i].Flush && invs[j].Flush
+	})
 	return slices.Concat(msgs, invs)
 }
