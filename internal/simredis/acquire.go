@@ -13,7 +13,7 @@ func acquire(r *run, keys, argv []string) any {
 			if us > f {
 				f = us
 			}
-			r.setPX(keys[0], arg(argv, 1)+":"+fmt0(f), pxStr(arg(argv, 2)))
+			r.setPX(keys[0], join(arg(argv, 1), ":", f), pxStr(arg(argv, 2)))
 			return reply(f)
 		}
 	}
@@ -60,7 +60,7 @@ func acquire(r *run, keys, argv []string) any {
 	}
 	// A free marker ("~fence") means nobody is queued.
 	f := r.fence(last, known)
-	r.setPX(k, member+":"+fmt0(f), pxArg(lease))
+	r.setPX(k, join(member, ":", f), pxArg(lease))
 	return []any{int64(1), reply(f)}
 }
 

@@ -97,7 +97,7 @@ func (r *run) release(k, q string, last float64, known bool, skip string, noSkip
 		h, dl, lease, ok := unentry(e)
 		if ok && (noSkip || h != skip) && dl >= r.nowMs() {
 			f := r.fence(last, known)
-			r.setPX(k, h+":"+fmt0(f), pxStr(lease))
+			r.setPX(k, join(h, ":", f), pxStr(lease))
 			if r.tell(via, h, f, name) {
 				return h, f, true
 			}
@@ -108,7 +108,7 @@ func (r *run) release(k, q string, last float64, known bool, skip string, noSkip
 	if !known {
 		m = r.fence(0, false)
 	}
-	r.setPX(k, "~"+fmt0(m), 3600000)
+	r.setPX(k, join("~", "", m), 3600000)
 	return "", 0, false
 }
 

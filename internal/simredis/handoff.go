@@ -72,7 +72,7 @@ func nextfence(t hms, last float64) float64 {
 // tell is handoff.lua's tell(via, h, f, name): the grant message, and
 // whether anyone can hear it.
 func (r *run) tell(via, h string, f float64, name string) bool {
-	msg := fmt0(f) + " " + h + " " + name
+	msg := join("", "", f) + " " + h + " " + name
 	if len(via) > 0 && via[0] == 'S' {
 		r.s.publish(sub(via, 3), msg, true)
 		return true

@@ -129,12 +129,15 @@ func (r *run) get(key string) (string, bool) {
 
 // set is SET key val, with PX px when px > 0.
 func (r *run) set(key, val string, px int64) {
-	r.lookup(key)
-	v := &value{kind: kindString, str: val}
+	v := r.lookup(key)
+	if v == nil {
+		v = &value{}
+		r.s.keys[key] = v
+	}
+	*v = value{kind: kindString, str: val} // in place: a list's or hash's storage goes
 	if px > 0 {
 		v.expireAt = r.s.ms() + px
 	}
-	r.s.keys[key] = v
 	r.wrote(key)
 }
 

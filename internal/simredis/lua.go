@@ -43,6 +43,20 @@ func fmt0(n float64) string {
 	return strconv.FormatFloat(n, 'f', 0, 64)
 }
 
+// join is a .. ':' .. fmt0(n) (and the like, with sep), in one allocation.
+func join(a, sep string, n float64) string {
+	if n != math.Trunc(n) || math.Abs(n) >= 1<<53 || n == 0 && math.Signbit(n) {
+		return a + sep + fmt0(n)
+	}
+	var b strings.Builder
+	b.Grow(len(a) + len(sep) + 20)
+	b.WriteString(a)
+	b.WriteString(sep)
+	var d [20]byte
+	b.Write(strconv.AppendInt(d[:0], int64(n), 10))
+	return b.String()
+}
+
 // reply is a Lua number returned to Redis: an integer, truncated.
 func reply(n float64) any { return int64(n) }
 

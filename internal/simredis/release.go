@@ -34,7 +34,7 @@ func releaseLock(r *run, keys, argv []string) any {
 		h, lease, t, ok := r.poplive(keys[1], member)
 		if ok {
 			last, known = nextfence(t, mustNumber(sub(token, len(member)+2))), true
-			r.setPX(keys[0], h+":"+fmt0(last), pxStr(lease))
+			r.setPX(keys[0], join(h, ":", last), pxStr(lease))
 			if r.tell(arg(argv, 5), h, last, arg(argv, 6)) {
 				if mode == "0" || mode == "k" {
 					return []any{int64(1), int64(0)}
@@ -77,7 +77,7 @@ func releaseGeneral(r *run, keys, argv []string, v string, vok bool, last float6
 			return []any{int64(1), int64(0)}
 		}
 		f := r.fence(last, known)
-		r.setPX(k, member+":"+fmt0(f), pxArg(lease))
+		r.setPX(k, join(member, ":", f), pxArg(lease))
 		return []any{int64(2), reply(f)}
 	}
 	if _, _, ok := r.release(k, q, last, known, member, false, arg(argv, 5), arg(argv, 6)); ok {

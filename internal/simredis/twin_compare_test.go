@@ -44,10 +44,8 @@ func (c *clocks) fence(r, m int64) error {
 	if rr, ok := c.toReal[m]; ok {
 		return fmt.Errorf("model fence %d stands for real fence %d, here for %d", m, rr, r)
 	}
-	if c.toModel[r+1] == m+1 && c.toReal[m+1] == r+1 || c.toModel[r-1] == m-1 && c.toReal[m-1] == r-1 {
-		return nil // one below or above a known fence (ElectRead's "the fence before")
-	}
-	if d := r - m; d < 0 || d > c.t1-c.t0 {
+	derived := c.toModel[r+1] == m+1 && c.toReal[m+1] == r+1 || c.toModel[r-1] == m-1 && c.toReal[m-1] == r-1
+	if d := r - m; !derived && (d < 0 || d > c.t1-c.t0) { // derived: one off a known fence (last + 1, ElectRead's "the fence before")
 		return fmt.Errorf("fence: real %d - model %d = %d µs, outside this step's bracket [0, %d]", r, m, d, c.t1-c.t0)
 	}
 	i := sort.Search(len(c.byReal), func(i int) bool { return c.byReal[i] > r })
