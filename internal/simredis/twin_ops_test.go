@@ -81,10 +81,11 @@ func (w *world) via(shard string) string {
 }
 
 // scriptConn picks the connection of c that sends a call, and whether it
-// is tracked.
+// is tracked (sometimes asked of the plain connection, where Redis refuses
+// CLIENT CACHING and runs the call untracked).
 func (w *world) scriptConn(c tclient) (ClientID, bool) {
 	if w.pick(3) == 0 {
-		return c.p, false
+		return c.p, w.pick(8) == 0
 	}
 	return c.t, w.pick(2) == 0
 }

@@ -15,8 +15,9 @@ import (
 // names each key the test may use (KEYS): a read expires a key that is
 // due (KEYS '*' only leaves it out), as a command of any client would.
 const dumpLua = `
+local t = redis.call('TIME')
 for _, k in ipairs(KEYS) do redis.call('EXISTS', k) end
-local out = {}
+local out = {t[1] * 1000000 + t[2]}
 for _, k in ipairs(redis.call('KEYS', '*')) do
   local ty = redis.call('TYPE', k).ok
   local v = {}
@@ -35,7 +36,8 @@ type keyState struct {
 	vals     []string
 }
 
-func (w *world) dumpReal() []keyState {
+// dumpReal reads the real server's keys, and the time it read them (µs).
+func (w *world) dumpReal() ([]keyState, int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	l, err := w.h.Do(ctx, w.h.B().Eval().Script(dumpLua).Numkeys(int64(len(w.universe))).Key(w.universe...).Build()).ToArray()
@@ -43,7 +45,8 @@ func (w *world) dumpReal() []keyState {
 		w.t.Fatalf("dump: %v", err)
 	}
 	var out []keyState
-	for _, m := range l {
+	at, _ := l[0].AsInt64()
+	for _, m := range l[1:] {
 		f, _ := m.ToArray()
 		k, _ := f[0].ToString()
 		ty, _ := f[1].ToString()
@@ -52,7 +55,7 @@ func (w *world) dumpReal() []keyState {
 		out = append(out, keyState{k, ty, exp, sortedPairs(ty, vals)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
-	return out
+	return out, at
 }
 
 func sortedPairs(ty string, vals []string) []string {
@@ -95,8 +98,8 @@ func (w *world) dumpModel() []keyState {
 }
 
 // compareKeys requires the same keys, types, values and expiry times.
-func (w *world) compareKeys(i int, o op) {
-	real, model := w.dumpReal(), w.dumpModel()
+func (w *world) compareKeys(i int, o op, real []keyState) {
+	model := w.dumpModel()
 	keys := func(l []keyState) []string {
 		var out []string
 		for _, k := range l {
@@ -129,20 +132,22 @@ func (w *world) compareKeys(i int, o op) {
 }
 
 // quiet returns the server's time once no time point of the model's state
-// lies near it, waiting for time to pass while one does (see TestTwin).
-func (w *world) quiet() int64 {
+// lies near it, waiting for time to pass while one does (see TestTwin),
+// and the points.
+func (w *world) quiet() (int64, []int64) {
 	for {
 		t0 := serverTime(w.t, w.h)
 		now := t0 / 1000
 		lo, hi := now-w.clk.maxLag-3, now+guard
 		worst := int64(-1)
-		for _, p := range w.points() {
+		points := w.points()
+		for _, p := range points {
 			if p >= lo && p <= hi && p > worst {
 				worst = p
 			}
 		}
 		if worst < 0 {
-			return t0
+			return t0, points
 		}
 		d := time.Duration(worst-lo+1) * time.Millisecond
 		w.waited += d
