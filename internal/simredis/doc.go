@@ -31,7 +31,10 @@
 // once the clock in ms is past its expiry (Redis: now > when), to every
 // command and inspection. SetTime expires the keys some connection tracks
 // at once, as Redis's active expiry does, and tells those connections (an
-// invalidation); a key nobody tracks just stops being seen.
+// invalidation); a key nobody tracks just stops being seen. (On a real
+// server a tracking connection whose own command meets the expired key
+// first deletes it untold, by NOLOOP; the model tells it, as when active
+// expiry comes first. Both happen.)
 //
 // # Connections
 //

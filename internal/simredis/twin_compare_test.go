@@ -24,7 +24,32 @@ type clocks struct {
 	// This step's bracket: the real script ran between the model's clock
 	// t0 (µs) and t1.
 	t0, t1 int64
-	maxLag int64 // the longest bracket so far, in ms (for relative values)
+	maxLag int64   // the longest bracket so far, in ms (for durations)
+	lags   []int64 // recent brackets: pairs of t0 (ms) and bracket (ms)
+}
+
+// record records this step's bracket.
+func (c *clocks) record() {
+	b := c.t1/1000 - c.t0/1000 + 1
+	c.maxLag = max(c.maxLag, b)
+	c.lags = append(c.lags, c.t0/1000, b)
+}
+
+// recentLag is the longest bracket of the steps of the last 10 s (ms): no
+// time point of the state (an expiry, a deadline) that a step can reach
+// now was made earlier (leases, queues and hashes live a few s; markers
+// and instance records an hour and more).
+func (c *clocks) recentLag(now int64) int64 {
+	i := 0
+	for i < len(c.lags) && c.lags[i] < now-10000 {
+		i += 2
+	}
+	c.lags = c.lags[i:]
+	lag := int64(0)
+	for j := 1; j < len(c.lags); j += 2 {
+		lag = max(lag, c.lags[j])
+	}
+	return lag
 }
 
 func newClocks() *clocks {

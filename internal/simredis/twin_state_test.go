@@ -138,7 +138,7 @@ func (w *world) quiet() (int64, []int64) {
 	for {
 		t0 := serverTime(w.t, w.h)
 		now := t0 / 1000
-		lo, hi := now-w.clk.maxLag-3, now+guard
+		lo, hi := now-w.clk.recentLag(now)-3, now+guard
 		worst := int64(-1)
 		points := w.points()
 		for _, p := range points {
