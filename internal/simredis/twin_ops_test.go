@@ -17,7 +17,7 @@ const prefix0 = "tw"
 
 var (
 	lockNames = []string{"a", "b"}
-	leases    = []string{"200", "300", "500", "1000"}
+	leases    = []string{"200", "300", "500", "1000", "3000"}
 	lingers   = []string{"100", "250"}
 	foreign   = []string{"junk", "~-5", "~0x10", "~ 7", "~9000000000000000", "x-1:2", "~12abc"}
 )
@@ -133,13 +133,14 @@ func (w *world) next() op {
 }
 
 func (w *world) acquireOp() op {
-	c := w.client()
 	name := w.oneOf(lockNames)
+	member := w.queuedMember(lockKey(name) + ":q") // often one that waits: its turn, its grant
+	c := w.clientOf(member)
 	conn, track := w.scriptConn(c)
 	wait := strconv.Itoa(w.pick(2))
 	return op{desc: "Acquire", conn: conn, track: track, sc: script.Acquire,
 		keys: []string{lockKey(name), lockKey(name) + ":q"},
-		args: []string{w.member(c), w.oneOf(leases), wait, w.via(prefix0 + ":g:{" + name + "}"), name, "C:" + prefix0},
+		args: []string{member, w.oneOf(leases), wait, w.via(prefix0 + ":g:{" + name + "}"), name, "C:" + prefix0},
 		rel:  []int{1}, relIf: 0}
 }
 
@@ -265,6 +266,9 @@ func (w *world) slot(c tclient, elect bool) string {
 // election (limit 1, its announce channel).
 func (w *world) semTarget(elect bool) (key, limit, ann, shard string) {
 	if elect {
+		if w.pick(5) == 0 {
+			return electKey, "1", "S:" + electKey + ":ev", prefix0 + ":g:s:{s}" // on Redis Cluster
+		}
 		return electKey, "1", electAnn, prefix0 + ":g:s:{s}"
 	}
 	limit = "2"
@@ -277,13 +281,17 @@ func (w *world) semTarget(elect bool) (key, limit, ann, shard string) {
 }
 
 func (w *world) semAcquireOp(elect bool) op {
-	c := w.client()
 	key, limit, ann, shard := w.semTarget(elect)
+	member := w.slot(w.client(), elect)
+	if w.pick(2) == 0 {
+		member = w.waiter(key) // its turn, its grant (pending, for an election)
+	}
+	c := w.clientOf(member)
 	name := "s"
 	if elect {
 		name = "e"
 	}
-	args := []string{w.slot(c, elect), w.oneOf(leases), strconv.Itoa(w.pick(2)), w.via(shard), name, limit}
+	args := []string{member, w.oneOf(leases), strconv.Itoa(w.pick(2)), w.via(shard), name, limit}
 	if elect {
 		args = append(args, ann, "v"+strconv.Itoa(w.pick(3)))
 	}
@@ -322,10 +330,37 @@ func (w *world) semDequeueOp(elect bool) op {
 		keys: []string{key, key + ":q"}, args: []string{member, w.via(shard), name, limit, ann}}
 }
 
-// outsideOp is a change from outside baton: a DEL of some key, rarely a
-// FLUSHALL or a value baton did not write.
+// waiter is a member queued on hash key's queue or pending there, else
+// some slot.
+func (w *world) waiter(key string) string {
+	var pending []string
+	for f := range w.model.HGetAll(key) {
+		if m, ok := strings.CutPrefix(f, "#p:"); ok {
+			pending = append(pending, m)
+		}
+	}
+	if len(pending) > 0 && w.pick(2) == 0 {
+		sortStrings(pending)
+		return pending[w.pick(len(pending))]
+	}
+	if l := w.model.LRange(key + ":q"); len(l) > 0 {
+		if h, _, _, ok := unentry(l[w.pick(len(l))]); ok {
+			return h
+		}
+	}
+	return w.slot(w.client(), key == electKey)
+}
+
+// outsideOp is a change from outside baton: a DEL of some key (often a
+// held one with sessions queued), rarely a FLUSHALL or a value baton did
+// not write.
 func (w *world) outsideOp() op {
 	keys := w.model.Keys()
+	for _, k := range []string{lockKey("a"), lockKey("b"), semKey, electKey} {
+		if w.model.Type(k+":q") == "list" && w.model.Type(k) != "none" && w.pick(2) == 0 {
+			return op{cmd: []string{"DEL", k}}
+		}
+	}
 	switch n := w.pick(20); {
 	case n < 12 && len(keys) > 0:
 		return op{cmd: []string{"DEL", keys[w.pick(len(keys))].Key}}

@@ -171,9 +171,12 @@ func (w *world) open(id ClientID) {
 	case c.s:
 		chans := []string{prefix0 + ":c:" + c.hex}
 		var shard []string
-		if id == w.clients[0].s {
+		switch id {
+		case w.clients[0].s:
 			chans = append(chans, electKey+":ev")
 			shard = []string{prefix0 + ":g:{a}", prefix0 + ":g:{b}", prefix0 + ":g:s:{s}"}
+		case w.clients[1].s:
+			shard = []string{electKey + ":ev"} // a shard channel of the same name: its own
 		}
 		w.conns[id] = dialSubscriber(w.t, w.srv.Addr(), id, chans, shard)
 		w.model.Connect(id, false)
