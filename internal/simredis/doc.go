@@ -13,6 +13,16 @@
 // scripts on a real redis-server and requires the same replies, keys,
 // expiry times, messages and invalidations.
 //
+// # Porting a script change
+//
+// Edit the Go function of the same name as the Lua one (a Lua helper is a
+// method of run, a script a function of its file's name), keeping the
+// order of the Redis calls: the order decides which keys a tracked call
+// tracks and which invalidations go out. A Lua value that may be nil is a
+// Go value with an ok or known flag beside it; a Lua error (a failed
+// redis.call, arithmetic on nil) is raise. Then run TestTwin with many
+// operations (SIMREDIS_TWIN_OPS=20000).
+//
 // # Numbers
 //
 // Redis's Lua has one number type, the double. The model computes with
