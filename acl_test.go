@@ -113,7 +113,7 @@ var rueidisSent = []struct {
 // it is, runs as the library's user (admin's Inspect and ForceRelease are
 // Client.Admin's).
 var (
-	libraryGo = []string{".", "internal/script", "internal/keyspace", "gocron", "otel", "prometheus"}
+	libraryGo = []string{".", "internal/script", "internal/keyspace", "internal/adminscript", "gocron", "otel", "prometheus"}
 	listingGo = []string{"admin", "cmd/baton", "batonhttp"}
 )
 

@@ -13,11 +13,10 @@ import (
 	"github.com/batonlock/baton/internal/redistest"
 )
 
-// TestTrackingRefused (issue 17, item 3): a server that refuses CLIENT
-// TRACKING (an ACL without it, as some managed services have) still
-// serves baton: New logs one warning that names what was refused and what
-// it costs, and Client.Tracking reports false; with tracking, true and no
-// warning.
+// TestTrackingRefused: a server that refuses CLIENT TRACKING (an ACL
+// without it, as some managed services have) still serves baton: New logs
+// one warning that names what was refused and what it costs, and
+// Client.Tracking reports false; with tracking, true and no warning.
 func TestTrackingRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, tc := range []struct {
@@ -59,9 +58,9 @@ func TestTrackingRefused(t *testing.T) {
 	}
 }
 
-// TestInstance (issue 17, item 6): Options.Instance (default
-// hostname:pid) is what Held reports and what Redis keeps under the
-// client's id for operators' tools, written again after Redis lost it.
+// TestInstance: Options.Instance (default hostname:pid) is what Held
+// reports and what Redis keeps under the client's id for operators'
+// tools, written again after Redis lost it.
 func TestInstance(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv, Options{Instance: "orders-7", LeaseTTL: 300 * time.Millisecond})

@@ -170,7 +170,7 @@ func BenchmarkRenew(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				s.mu.Lock()
-				s.nextRenew = time.Time{}.Add(1) // due now
+				s.m.RenewNow()
 				s.mu.Unlock()
 				results := make(chan *renewBatch, 1)
 				if _, b := c.renewDue(time.Now(), true, results); b != nil {

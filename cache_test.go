@@ -43,7 +43,7 @@ func cached(t *testing.T, srv *redistest.Server, c *Client, name string) uint64 
 // holds the lock key's value, which says the lock is cached.
 func cacheMarked(t *testing.T, srv *redistest.Server, name string) bool {
 	t.Helper()
-	k := newKeys("baton", name).lock
+	k := newKeys("baton", name).Lock
 	v, err := srv.Do(t, "GET", k).ToString()
 	m, merr := srv.Do(t, "GET", k+":c").ToString()
 	return err == nil && merr == nil && v == m
@@ -73,7 +73,7 @@ func TestCacheMarkRenewed(t *testing.T) {
 	c := newClient(t, srv, Options{CacheIdle: time.Hour, LeaseTTL: 200 * time.Millisecond})
 	name := uniqueName(t)
 	cached(t, srv, c, name)
-	mark := newKeys("baton", name).lock + ":c"
+	mark := newKeys("baton", name).Lock + ":c"
 	last, rises := int64(-1), 0
 	within(t, 10*time.Second, "three renewals of the cache mark", func() error {
 		p, err := srv.Do(t, "PTTL", mark).AsInt64()
@@ -290,7 +290,7 @@ func TestCacheLostKey(t *testing.T) {
 	ctx := ctxTimeout(t, 10*time.Second)
 	name := uniqueName(t)
 	cached(t, srv, c, name)
-	srv.Do(t, "DEL", newKeys("baton", name).lock)
+	srv.Do(t, "DEL", newKeys("baton", name).Lock)
 	l2, err := c.Lock(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -315,9 +315,10 @@ func TestCacheLostKey(t *testing.T) {
 	}
 }
 
-// TestCacheRecallBehindDeadEntries: a session queued behind dead entries
-// sends no recall (it is not first in line), and the holder keeps re-locking
-// its cached lock: its renewal sees the queue and releases at its Unlock.
+// TestCacheRecallBehindDeadEntries: a session queued behind the entry of a
+// crashed session that is still live sends no recall (it is not first in
+// line), and the holder keeps re-locking its cached lock: its renewal sees
+// the queue and releases at its Unlock.
 func TestCacheRecallBehindDeadEntries(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -330,7 +331,7 @@ func TestCacheRecallBehindDeadEntries(t *testing.T) {
 	cached(t, srv, a, name)
 	// An entry of a crashed session, live for a minute: b queues behind it.
 	dead := "0123456789abcdef0123456789abcdef-1"
-	srv.Do(t, "RPUSH", k.queue(), queueEntry(dead, time.Now().Add(time.Minute), 10*time.Second))
+	srv.Do(t, "RPUSH", k.Queue(), queueEntry(dead, time.Now().Add(time.Minute), 10*time.Second))
 	bGot := make(chan error, 1)
 	go func() {
 		lb, err := b.Lock(ctx, name)
@@ -417,7 +418,7 @@ func TestTrackedHoldsBound(t *testing.T) {
 				time.Sleep(10 * time.Millisecond) // sampling, not ordering
 			}
 			for _, l := range ls {
-				srv.Do(t, "DEL", newKeys("baton", l.Name()).lock)
+				srv.Do(t, "DEL", newKeys("baton", l.Name()).Lock)
 			}
 			for _, l := range ls {
 				select {

@@ -11,270 +11,229 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
 	"github.com/batonlock/baton/internal/script"
+	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/errgroup"
 )
 
-// The script calls the shell makes for the state machine, and how their
-// replies read.
+// The script calls the machine asks for: how each is sent, how its reply
+// reads, and how a failure is classified (machine.Outcome) for the machine
+// to decide what it means.
 
-// attempt is the outcome of one acquire script call.
-type attempt struct {
-	acquired bool
-	kept     bool          // acquired: the key named us already (a grant we had not read, or a hold a failed release left)
-	fence    uint64        // acquired: our token; busy: the name's counter
-	wait     time.Duration // busy: when to look again unless woken first
-	pos      int64         // busy: our place in the Redis queue, -1 if not queued
+// exec makes c, and the tries the machine asks for after it, applying
+// each reply; it returns TryLock's lock and the error of the last reply
+// for the caller.
+func (s *Session) exec(ctx context.Context, c *machine.Call) (*machine.Lock, error) {
+	return s.execThen(ctx, c, nil)
 }
 
-// callAcquire runs the acquire script for req. With req.queue, a busy lock
-// queues the session. With req.track (and tracking on), Redis remembers
-// that we read the key and tells us when it changes; a waiter's first
-// attempt skips that (most find the lock free, and a queued session is
-// woken by its grant).
-func (s *Session) callAcquire(ctx context.Context, n *name, req *request) (attempt, error) {
-	sc, args := script.Acquire, []string{n.member, s.leaseMs, boolArg(req.queue), s.c.via(n), n.id.name}
-	sem := n.id.kind.permit()
-	switch n.id.kind {
-	case semKind:
-		sc, args = script.SemAcquire, append(args, strconv.Itoa(req.limit))
-	case electKind:
-		sc, args = script.SemAcquire, append(args, "1", s.c.announce(n.id.name), req.value)
-	default:
-		args = append(args, s.c.viaC) // recalls go to the holder's client channel, on Cluster too
-	}
-	// Permits are not tracked: every acquisition of any permit changes
-	// their hash, and a waiter is woken by its grant or its timer.
-	p := script.Pipe{OptIn: req.track && s.c.tracking && s.c.replicas == 0 && !sem, Replicas: s.c.replicas, Timeout: s.c.replicaTimeout}
-	rc := s.c.cc
-	if p.OptIn {
-		rc = s.c.rc // the connection that receives the invalidations
-	}
-	res, acked := script.Run(ctx, rc, p, sc, n.keys.list(), args)
-	for try := 1; retryable(ctx, res.Error()) && (rc == s.c.cc || !staleConn(res.Error())) || s.movedOn(ctx, res.Error(), try); try++ {
-		// rueidis reads an idle connection of c.cc only when a call waits
-		// on it, so each connection that died meanwhile (a restart, a
-		// failover) fails the first call it gets; and a connection that
-		// another caller's deadline closed (or failed to dial) fails the
-		// calls queued on it with that caller's context error. Try again
-		// while ctx lasts. Repeating the script is safe: a lock an earlier
-		// run took is ours and kept.
-		if try > 4 {
-			if ctx.Done() == nil && try > 8 {
-				break // nothing else bounds it
-			}
-			pause(ctx, min(time.Duration(try)*time.Millisecond, 20*time.Millisecond))
+// execThen is exec, calling onDone with the last reply's results under
+// s.mu, in the step that applies it.
+func (s *Session) execThen(ctx context.Context, c *machine.Call, onDone func(*machine.Lock, error, time.Time)) (*machine.Lock, error) {
+	for {
+		if d := time.Until(c.At); !c.At.IsZero() && d > 0 {
+			pause(ctx, d)
 		}
-		res, acked = script.Run(ctx, rc, p, sc, n.keys.list(), args)
+		r := s.c.send(ctx, c, s.leaseMs, s.lingerMs)
+		if c.Name == nil {
+			return nil, r.Err // an orphan grant's release: no machine hears of it
+		}
+		var (
+			next *machine.Call
+			l    *machine.Lock
+			err  error
+		)
+		s.step(func(now time.Time) {
+			next, l, err = s.m.Replied(c, r, now)
+			if next == nil && onDone != nil {
+				onDone(l, err, now)
+			}
+		})
+		if next == nil {
+			return l, err
+		}
+		c = next
 	}
+}
+
+// runAll makes the calls of Close, many at once (rueidis pipelines them),
+// each tried until its deadline, and applies their replies. It reports
+// the calls that failed: what they were for lapses with the lease.
+func (s *Session) runAll(ctx context.Context, calls []*machine.Call) error {
+	errs := make([]error, len(calls))
+	var g errgroup.Group
+	g.SetLimit(64)
+	for i, c := range calls {
+		g.Go(func() error {
+			if _, err := s.exec(ctx, c); !errors.Is(err, ErrLockLost) {
+				errs[i] = err // a lock lost before Close has nothing to release
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	return errors.Join(errs...)
+}
+
+// send makes one try of c, bounded by ctx and c.Until, and reads its
+// reply. leaseMs and lingerMs are the session's.
+func (c *Client) send(ctx context.Context, mc *machine.Call, leaseMs, lingerMs string) machine.Reply {
+	tctx, cancel := ctx, context.CancelFunc(func() {})
+	if !mc.Until.IsZero() {
+		tctx, cancel = context.WithDeadline(ctx, mc.Until)
+	}
+	defer cancel()
+	sent := time.Now()
+	var r machine.Reply
+	switch mc.Kind {
+	case machine.AcquireCall:
+		r = c.sendAcquire(tctx, mc, leaseMs)
+	default:
+		sc := c.wire.Release(mc, leaseMs, lingerMs)
+		rc := c.rc
+		if mc.Kind == machine.ReleaseCall && !mc.Contended {
+			rc = c.cc
+		}
+		res, _ := script.Run(tctx, rc, script.Pipe{OptIn: sc.Track}, sc.Script, sc.Keys, sc.Args)
+		if mc.Kind == machine.ReleaseCall {
+			r = readRelease(res)
+		} else {
+			fence, err := res.AsInt64()
+			r = machine.Reply{Fence: uint64(max(fence, 0)), Err: err}
+		}
+		r.Err = sc.Script.Explain(r.Err)
+	}
+	r.Sent = sent
+	if r.Err != nil && r.Outcome == machine.OK {
+		r.Outcome = classify(ctx, tctx, r.Err)
+		if r.Outcome == machine.Died && (errors.Is(r.Err, context.DeadlineExceeded) || errors.Is(r.Err, context.Canceled)) {
+			// Never a context error to a caller whose context is live.
+			r.Err = errSharedConn
+		}
+	}
+	return r
+}
+
+// sendAcquire runs the acquire script of mc (see wire.Deployment.Acquire):
+// on the tracking connection when Redis is to track what it reads.
+func (c *Client) sendAcquire(ctx context.Context, mc *machine.Call, leaseMs string) machine.Reply {
+	sc := c.wire.Acquire(mc, leaseMs)
+	p := script.Pipe{OptIn: sc.Track, Replicas: c.replicas, Timeout: c.replicaTimeout}
+	rc := c.cc
+	if p.OptIn {
+		rc = c.rc // the connection that receives the invalidations
+	}
+	res, acked := script.Run(ctx, rc, p, sc.Script, sc.Keys, sc.Args)
 	vals, single, err := script.Ints(res)
 	if single {
 		vals = []int64{1, vals[0]} // the fast path's reply: acquired, with this fence
 	}
 	switch {
 	case err != nil:
-		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONFOREIGN") {
-			return attempt{}, fmt.Errorf("%w: key %s holds %s", ErrForeignValue, n.keys.lock, strings.TrimPrefix(re.Error(), "BATONFOREIGN "))
+		if re, ok := asRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONFOREIGN") {
+			err = fmt.Errorf("%w: key %s holds %s", ErrForeignValue, sc.Keys[0], strings.TrimPrefix(re.Error(), "BATONFOREIGN "))
+			return machine.Reply{Outcome: machine.Refused, Err: err}
 		}
-		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONLIMIT") {
-			return attempt{}, fmt.Errorf("%w: semaphore %q is in use with limit %s, this Semaphore has limit %d",
-				ErrLimitMismatch, truncate(n.id.name), strings.TrimPrefix(re.Error(), "BATONLIMIT "), req.limit)
+		if re, ok := asRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONLIMIT") {
+			err = fmt.Errorf("%w: semaphore %q is in use with limit %s, this Semaphore has limit %d",
+				ErrLimitMismatch, truncate(mc.ID.Name), strings.TrimPrefix(re.Error(), "BATONLIMIT "), mc.Limit)
+			return machine.Reply{Outcome: machine.Refused, Err: err}
 		}
-		return attempt{}, sc.Explain(err)
-	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3) && p.Replicas > 0 && acked < int64(p.Replicas):
-		// Undo: a failover could lose this write and let another client in.
-		c := s.scriptCall(n, &request{kind: releaseCall, owner: n.owner(uint64(vals[1])), mode: "0"})
-		ures, _ := script.Run(context.WithoutCancel(ctx), s.c.rc, script.Pipe{}, c.Script, c.Keys, c.Args)
-		return attempt{}, errors.Join(fmt.Errorf("%w: %d of %d replicas acknowledged %q within %v",
-			ErrNotReplicated, max(acked, 0), p.Replicas, truncate(n.id.name), p.Timeout), ures.Error())
+		return machine.Reply{Err: sc.Script.Explain(err)}
 	case len(vals) >= 2 && (vals[0] == 1 || vals[0] == 3):
-		return attempt{acquired: true, kept: vals[0] == 3, fence: uint64(vals[1])}, nil
+		return machine.Reply{Acquired: true, Kept: vals[0] == 3, Fence: uint64(vals[1]), Acked: acked}
 	case len(vals) < 4:
-		return attempt{}, fmt.Errorf("baton: unexpected acquire reply %v", vals)
+		return machine.Reply{Outcome: machine.Refused, Err: fmt.Errorf("baton: unexpected acquire reply %v", vals)}
 	}
 	wt := time.Duration(vals[1]) * time.Millisecond
 	if wt <= 0 { // a key without TTL: look again after a lease
-		wt = s.lease
+		ms, _ := strconv.ParseInt(leaseMs, 10, 64)
+		wt = time.Duration(ms) * time.Millisecond
 	}
-	return attempt{fence: uint64(vals[2]), wait: wt + time.Millisecond, pos: vals[3]}, nil
+	return machine.Reply{Fence: uint64(vals[2]), Wait: wt + time.Millisecond, Pos: vals[3]}
 }
 
-// movedOn reports, after a dial to a Redis Cluster node was refused, that
-// the attempt may be made again after a pause: a failover has moved the
-// slot, and rueidis looks for its new primary after such a failure.
-func (s *Session) movedOn(ctx context.Context, err error, try int) bool {
-	if !s.c.sharded || !errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil || try > 10 {
-		return false
-	}
-	pause(ctx, time.Duration(try)*10*time.Millisecond)
-	return ctx.Err() == nil
-}
-
-// retryable reports whether a failed call may be repeated at once: a
-// connection that had died before the call used it, or a context error
-// whose context has not ended (another caller's deadline closed the shared
-// connection; never report that error to a caller whose ctx is live).
-func retryable(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil {
-		return false
-	}
-	return staleConn(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
-
-// scriptCall is the script call of a release or dequeue request.
-func (s *Session) scriptCall(n *name, req *request) script.Call {
-	sem := n.id.kind.permit()
-	ann := ""
-	if n.id.kind == electKind {
-		ann = s.c.announce(n.id.name)
-	}
-	if req.kind == dequeueCall {
-		if sem {
-			return script.Call{Script: script.SemDequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.id.name, strconv.Itoa(req.limit), ann}}
-		}
-		return script.Call{Script: script.Dequeue, Keys: n.keys.list(), Args: []string{n.member, s.c.via(n), n.id.name}}
-	}
-	if sem {
-		return script.Call{Script: script.SemRelease, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.id.name, s.lingerMs, strconv.Itoa(req.limit), ann}}
-	}
-	return script.Call{Script: script.Release, Keys: n.keys.list(), Args: []string{req.owner, n.member, s.leaseMs, req.mode, s.c.via(n), n.id.name, s.lingerMs}}
-}
-
-// callRelease runs the release script, trying again after passing failures
-// (a dropped connection, a slot in migration) with a pause, until ctx ends.
-// A dropped connection loses the reply, not necessarily the call: "not
-// ours" after one is our own earlier release when the key holds our free
-// marker, a loss when the key is gone (a release leaves a marker or a
-// grantee), and not known otherwise (see releaseReply).
-// It also returns the last error of a try that was not a context's.
-func (s *Session) callRelease(ctx context.Context, n *name, req *request) (o releaseOutcome, sent time.Time, err, last error) {
-	rc := s.c.cc
-	if req.rc {
-		rc = s.c.rc
-	}
-	c := s.scriptCall(n, req)
-	var lost error // a try whose reply was lost
-	for try := 1; ; try++ {
-		sent = time.Now()
-		res, _ := script.Run(ctx, rc, script.Pipe{OptIn: req.track}, c.Script, c.Keys, c.Args)
-		o, err = releaseResult(res, req.owner, lost, n.id.kind.permit())
-		err = c.Script.Explain(err)
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			last = err
-		}
-		if err == nil || ctx.Err() != nil || !transient(err) && !retryable(ctx, err) {
-			return o, sent, err, last
-		}
-		if mayHaveRun(err) {
-			// The reply is lost, not necessarily the call (a connection
-			// killed just after our write ran it), so "not ours" on a
-			// retry is no proof of a loss: a lock's retry tells by our
-			// free marker; a grant on, or a permit (no marker), is not
-			// known.
-			lost = err
-		}
-		pause(ctx, min(time.Duration(try)*20*time.Millisecond, 200*time.Millisecond))
-	}
-}
-
-// unconfirmed is Unlock's error when its release was not confirmed before
-// the hold's lease ended: last is the last Redis or network error, if any.
-func unconfirmed(last error) error {
-	if last == nil {
-		return ErrUnconfirmed
-	}
-	return fmt.Errorf("%w (last error: %w)", ErrUnconfirmed, last)
-}
-
-// callDequeue runs the dequeue script, trying again after passing failures
-// until the time until; repeating it is safe (it removes our entry, and
-// releases only a lock that names us). Each try waits for its reply: ctx
-// must not end before it (see Session.await).
-func (s *Session) callDequeue(ctx context.Context, n *name, req *request, until time.Time) (uint64, error) {
-	c := s.scriptCall(n, req)
-	for try := 1; ; try++ {
-		res, _ := script.Run(ctx, s.c.rc, script.Pipe{}, c.Script, c.Keys, c.Args)
-		fence, err := res.AsInt64()
-		err = c.Script.Explain(err)
-		if err == nil || !transient(err) && !retryable(ctx, err) || time.Now().After(until) {
-			return uint64(max(fence, 0)), err
-		}
-		pause(ctx, min(time.Duration(try)*20*time.Millisecond, 200*time.Millisecond))
-	}
-}
-
-// releaseResult reads a release reply. "Not ours" with our own free
-// marker in the key counts as released (a try whose reply was lost ran
-// it: only a release of our hold writes our fence there, or an operator's
-// force release of it, after which the lock was not ours either way). A
-// permit (sem) leaves no marker, so after a lost reply its field gone is
-// not known.
-func releaseResult(res rueidis.RedisResult, owner string, lost error, sem bool) (releaseOutcome, error) {
+// readRelease reads a release reply: 0 freed, 4 kept, or an array whose
+// first element is the code: {-1, the key's value}, {1, lingering}, {2,
+// fence}.
+func readRelease(res rueidis.RedisResult) machine.Reply {
 	m, err := res.ToMessage()
 	if err != nil {
-		return releaseOutcome{}, err
+		return machine.Reply{Err: err}
 	}
 	if n, ierr := m.AsInt64(); ierr == nil {
-		return releaseOutcome{code: n}, nil
+		return machine.Reply{Code: n}
 	}
 	arr, err := m.ToArray()
 	if err != nil || len(arr) == 0 {
-		return releaseOutcome{}, fmt.Errorf("baton: unexpected release reply: %v", m)
+		return machine.Reply{Outcome: machine.Refused, Err: fmt.Errorf("baton: unexpected release reply: %v", m)}
 	}
 	code, err := arr[0].AsInt64()
 	if err != nil {
-		return releaseOutcome{}, err
+		return machine.Reply{Outcome: machine.Refused, Err: err}
 	}
-	o := releaseOutcome{code: code}
+	r := machine.Reply{Code: code}
 	if len(arr) > 1 {
 		switch code {
 		case -1:
-			switch v, _ := arr[1].ToString(); {
-			case lost != nil && sem:
-				o.lostReply = lost
-			case !sem && v == "~"+fenceOf(owner):
-				o.code = 0
-			case lost == nil || v == "":
-			default:
-				o.lostReply = lost
-			}
+			r.Value, _ = arr[1].ToString()
 		case 1:
 			x, _ := arr[1].AsInt64()
-			o.lingering = x == 1
+			r.Lingering = x == 1
 		case 2:
 			x, _ := arr[1].AsInt64()
-			o.fence = uint64(x)
+			r.Fence = uint64(x)
 		}
 	}
-	return o, nil
+	return r
 }
 
-// fenceOf returns the fence part of an owner token "member:fence".
-func fenceOf(owner string) string {
-	for i := len(owner) - 1; i >= 0; i-- {
-		if owner[i] == ':' {
-			return owner[i+1:]
+// classify says how a call that failed with err ended, for the machine:
+// base is the context the call was made under (the caller's, or the
+// client's), try the try's own (base bounded by the call's deadline).
+func classify(base, try context.Context, err error) machine.Outcome {
+	if re, ok := asRedisErr(err); ok {
+		switch strings.SplitN(re.Error(), " ", 2)[0] {
+		case "LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY", "MOVED", "ASK":
+			return machine.Busy
 		}
+		return machine.Refused
 	}
-	return ""
+	switch {
+	case errors.Is(err, ErrForeignValue), errors.Is(err, ErrLimitMismatch), errors.Is(err, ErrNotReplicated):
+		return machine.Refused
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		switch {
+		case base.Err() != nil:
+			return machine.Abandoned
+		case try.Err() != nil:
+			return machine.Lost // the call's own deadline: it may still run
+		}
+		// Another caller's deadline closed the connection we shared.
+		return machine.Died
+	case staleConn(err), errors.Is(err, rueidis.ErrClosing), errors.Is(err, net.ErrClosed):
+		return machine.Died
+	case notSent(err):
+		return machine.NotSent
+	}
+	return machine.Lost
 }
 
-// transient reports whether a failed attempt is worth repeating while the
-// caller waits: network errors, and Redis errors that pass with time
-// (loading a dataset, failover, resharding).
-func transient(err error) bool {
-	if errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrForeignValue) || errors.Is(err, ErrLimitMismatch) {
-		return false
+// errSharedConn is the error of a call whose connection another call's
+// deadline closed (rueidis closes a connection whose call timed out while
+// others were queued on it).
+var errSharedConn = errors.New("baton: a connection shared with another call closed at that call's deadline")
+
+// asRedisErr returns the Redis error in err's chain (script.Explain and
+// our own messages wrap it).
+func asRedisErr(err error) (*rueidis.RedisError, bool) {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) && re != nil {
+		return re, true
 	}
-	re, ok := rueidis.IsRedisErr(err)
-	if !ok {
-		return true
-	}
-	switch strings.SplitN(re.Error(), " ", 2)[0] {
-	case "LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY", "MOVED", "ASK":
-		return true
-	}
-	return false
+	return nil, false
 }
 
 // staleConn reports whether err says that a connection had died before
@@ -283,22 +242,25 @@ func staleConn(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// mayHaveRun reports whether a call that failed with err may have run in
-// Redis: a lost reply is not a lost call. A call refused at its dial
-// (Redis down or unreachable) or by Redis itself did not run.
-func mayHaveRun(err error) bool {
-	if err == nil || isRedisErr(err) || errors.Is(err, syscall.ECONNREFUSED) {
-		return false
+// notSent reports whether a call that failed with err never reached
+// Redis: its dial was refused or failed.
+func notSent(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
 	}
 	var op *net.OpError
-	return !errors.As(err, &op) || op.Op != "dial"
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// connDied reports whether a call failed because its connection died: it
-// ran before that, or never (as opposed to a timeout, after which it may
-// still run).
-func connDied(err error) bool {
-	return staleConn(err) || errors.Is(err, rueidis.ErrClosing) || errors.Is(err, net.ErrClosed)
+// newBackoff paces retries of the shell's own loops (subscriptions, an
+// election's reads): 20 ms growing to a quarter of d.
+func newBackoff(d time.Duration) *backoff.ExponentialBackOff {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 20 * time.Millisecond
+	bo.MaxInterval = max(d/4, bo.InitialInterval)
+	bo.MaxElapsedTime = 0
+	bo.Reset()
+	return bo
 }
 
 // pause waits for d or until ctx ends.
@@ -309,16 +271,4 @@ func pause(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-func isRedisErr(err error) bool {
-	_, ok := rueidis.IsRedisErr(err)
-	return ok
-}
-
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

@@ -4,22 +4,23 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/internal/keyspace"
+	"github.com/batonlock/baton/internal/machine"
 	"github.com/batonlock/baton/internal/script"
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 )
 
@@ -31,26 +32,31 @@ type Client struct {
 	cc             rueidis.Client // uncontended acquisitions and releases: no pushes, so an idle connection answers without rueidis's pipelining goroutines
 	prefix         string
 	cohort         int
-	cacheIdle      time.Duration // Options.CacheIdle
-	trackMax       int           // Options.TrackedHolds
-	id             string        // 128 random bits in hex: prefix of every member of this client
-	channel        string        // where release scripts announce grants to our sessions
-	viaC           string        // "C:<prefix>": tells release scripts to publish on the grantee's client channel
-	tracking       bool          // Redis tracks keys our acquire attempts read
-	sharded        bool          // Redis Cluster: grants go by SPUBLISH on each name's shard channel
-	replicas       int           // Options.MinReplicas
-	replicaTimeout time.Duration // Options.ReplicaTimeout
-	trackHeld      bool          // renewals have Redis track held keys (Options.DisableHeldTracking)
+	cacheIdle      time.Duration   // Options.CacheIdle
+	trackMax       int             // Options.TrackedHolds
+	id             string          // 128 random bits in hex: prefix of every member of this client
+	channel        string          // where release scripts announce grants to our sessions
+	wire           wire.Deployment // how the machine's calls become script calls
+	tracking       bool            // Redis tracks keys our acquire attempts read
+	sharded        bool            // Redis Cluster: grants go by SPUBLISH on each name's shard channel
+	replicas       int             // Options.MinReplicas
+	replicaTimeout time.Duration   // Options.ReplicaTimeout
+	trackHeld      bool            // renewals have Redis track held keys (Options.DisableHeldTracking)
+	shared         bool            // rc and cc are Options.Client, the caller's: never closed
 	def            *Session
 	obs            Observer     // Options.Observer
 	log            *slog.Logger // Options.Logger
 	admin          *admin.Admin
 	instance       string // Options.Instance
-	stats          counters
+	user           string // the ACL user New logged in as ("default" for a password alone), for Check's messages; "" if unknown
+	stats          machine.Counters
 
-	subMu     sync.Mutex                         // protects grantSubs, electSubs and their fields; taken after a session's mutex
-	grantSubs map[string]*subscription[*name]    // Redis Cluster: grant subscriptions of names, by channel
-	electSubs map[string]*subscription[*watcher] // announcement subscriptions of observed elections, by channel
+	regMu        sync.Mutex // serializes writes of the instance record; protects unregistered
+	unregistered bool       // Close deleted the instance record: register writes it no more
+
+	subMu     sync.Mutex                              // protects grantSubs, electSubs and their fields; taken after a session's mutex
+	grantSubs map[string]*subscription[*machine.Name] // Redis Cluster: grant subscriptions of names, by channel
+	electSubs map[string]*subscription[*watcher]      // announcement subscriptions of observed elections, by channel
 
 	mu       sync.Mutex // protects sessions, nsess, closed
 	sessions map[string]*Session
@@ -96,21 +102,22 @@ func New(opt Options) (*Client, error) {
 		log:            opt.Logger,
 		id:             hex.EncodeToString(raw[:]),
 		instance:       opt.Instance,
+		user:           loginUser(opt.Redis),
 		sessions:       make(map[string]*Session),
 		renewC:         make(chan struct{}, 1),
-		grantSubs:      make(map[string]*subscription[*name]),
+		grantSubs:      make(map[string]*subscription[*machine.Name]),
 		electSubs:      make(map[string]*subscription[*watcher]),
 		subOK:          make(chan struct{}),
 		subErr:         make(chan error, 1),
 	}
 	c.channel = c.prefix + ":c:" + c.id
-	c.viaC = "C:" + c.prefix
 	c.bg, c.stop = context.WithCancel(context.Background())
 	c.closing = c.bg.Done()
 	if err := c.connect(opt); err != nil {
 		c.stop()
 		return nil, err
 	}
+	c.wire = wire.Deployment{Prefix: c.prefix, Sharded: c.sharded, Tracking: c.tracking, Replicas: c.replicas}
 	c.def = c.newSession(opt.LeaseTTL)
 	rctx, cancel := context.WithTimeout(c.bg, max(5*time.Second, opt.LeaseTTL))
 	script.Preload(rctx, c.cc) // best effort: a call loads what it misses
@@ -134,9 +141,9 @@ func New(opt Options) (*Client, error) {
 		return c, nil
 	case err = <-c.subErr:
 		err = fmt.Errorf("baton: subscribe to %s at %s: %w (the ACL user needs the channel &%s:c:*; see the README's ACL line)",
-			c.channel, strings.Join(opt.Redis.InitAddress, ","), err, c.prefix)
+			c.channel, opt.addrs(), err, c.prefix)
 	case <-t.C:
-		err = fmt.Errorf("baton: subscribing to %s at %s: no confirmation within %v", c.channel, strings.Join(opt.Redis.InitAddress, ","), max(5*time.Second, opt.LeaseTTL))
+		err = fmt.Errorf("baton: subscribing to %s at %s: no confirmation within %v", c.channel, opt.addrs(), max(5*time.Second, opt.LeaseTTL))
 	}
 	c.Close()
 	return nil, err
@@ -145,7 +152,13 @@ func New(opt Options) (*Client, error) {
 // connect builds the client's two rueidis clients and reads what the
 // deployment offers (tracking, Cluster).
 func (c *Client) connect(opt Options) error {
+	if opt.Client != nil {
+		c.useShared(opt.Client)
+		return nil
+	}
 	ro := opt.Redis
+	stopProbe := probePlainPort(&ro)
+	defer stopProbe()
 	if ro.ClientTrackingOptions == nil {
 		ro.ClientTrackingOptions = []string{"OPTIN", "NOLOOP"}
 	}
@@ -195,44 +208,42 @@ func (c *Client) connect(opt Options) error {
 // register writes the client's Instance where operators' tools find it
 // (keyspace.InstanceKey, by the client id that begins every member of its
 // sessions). It lives instanceTTL; the renewal loop writes it again every
-// instanceEvery and after a reconnection (Redis may have lost it), so it
-// outlives the client by at most instanceTTL.
+// instanceEvery and after a reconnection (Redis may have lost it). Close
+// deletes it (unregister); a client that crashed or could not reach Redis
+// at Close leaves it for at most instanceTTL.
 func (c *Client) register(ctx context.Context) error {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if c.unregistered {
+		return ErrClosed
+	}
 	key := keyspace.InstanceKey(c.prefix, c.id)
 	return c.cc.Do(ctx, c.cc.B().Set().Key(key).Value(c.instance).Px(instanceTTL).Build()).Error()
+}
+
+// unregister deletes the instance record, best effort, by the time by but
+// within unregisterMin to unregisterMax from now (a record that Redis does
+// not take back in time lapses), and stops register from writing it
+// again. Close calls it once c.bg is cancelled, so that a register in
+// flight (whose SET then goes ahead of the delete on the key's connection)
+// returns at once. PEXPIRE with 0 deletes the key (as Redis documents),
+// with a permission the README's ACL line grants already.
+func (c *Client) unregister(by time.Time) {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	c.unregistered = true
+	ctx, cancel := context.WithTimeout(context.Background(), min(max(time.Until(by), unregisterMin), unregisterMax))
+	defer cancel()
+	key := keyspace.InstanceKey(c.prefix, c.id)
+	c.cc.Do(ctx, c.cc.B().Pexpire().Key(key).Milliseconds(0).Build())
 }
 
 const (
 	instanceTTL   = 25 * time.Hour
 	instanceEvery = time.Hour
+	unregisterMin = 50 * time.Millisecond  // what Close gives unregister when its budget is spent
+	unregisterMax = 500 * time.Millisecond // the most it waits for Redis
 )
-
-// connectErr is New's error when rueidis could not connect with ro: it
-// names the address and says what to check.
-func connectErr(ro rueidis.ClientOption, err error) error {
-	timeout := ro.Dialer.Timeout
-	if timeout == 0 {
-		timeout = rueidis.DefaultDialTimeout
-	}
-	var hint string
-	re, isRedis := rueidis.IsRedisErr(err)
-	var ne net.Error
-	switch {
-	case isRedis && (strings.HasPrefix(re.Error(), "WRONGPASS") || strings.HasPrefix(re.Error(), "NOAUTH")):
-		hint = "check Options.Redis.Username and Password"
-	case isRedis && strings.HasPrefix(re.Error(), "NOPERM"):
-		hint = "the user lacks a permission baton needs: see the README's ACL line"
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		hint = fmt.Sprintf("no answer within %v (Options.Redis.Dialer.Timeout): check the address, a firewall, or TLS (Options.Redis.TLSConfig) on a TLS port", timeout)
-	case strings.Contains(err.Error(), "unknown message type"):
-		hint = "what answers there does not speak Redis's protocol: check the port, or set Options.Redis.TLSConfig for a TLS port"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		hint = "nothing listens there: check the address and that Redis runs"
-	default:
-		hint = "check the address, credentials and TLS settings in Options.Redis"
-	}
-	return fmt.Errorf("baton: connect to Redis at %s: %w (%s)", strings.Join(ro.InitAddress, ","), err, hint)
-}
 
 // Lock acquires the lock name in the default session, waiting as long as
 // ctx allows. Waiting sends nothing to Redis: the caller sleeps until Redis
@@ -247,13 +258,25 @@ func connectErr(ro rueidis.ClientOption, err error) error {
 // ctx ends, and the returned error then also carries the last of them;
 // other Redis errors (a refused command, ErrForeignValue,
 // ErrNotReplicated) fail at once.
+//
+// Locks are not re-entrant. A Lock (or TryLock) whose ctx carries a lock of
+// the same name that the same session holds fails at once with
+// ErrReentrant: ctx is or derives from that lock's Context, or from the ctx
+// of a Do holding it (Do's nested in each other included), so waiting
+// could only end with ctx. What ctx does not carry cannot be seen: a
+// goroutine that locks a name twice with unrelated contexts (say
+// context.Background() both times) waits for itself until the second
+// ctx ends. A ctx detached with context.WithoutCancel still carries the
+// lock; give a goroutine that should wait for the lock's release a ctx
+// of its own.
 func (c *Client) Lock(ctx context.Context, name string) (*Lock, error) {
 	return c.def.Lock(ctx, name)
 }
 
 // TryLock makes one attempt to acquire name in the default session. It
 // returns an error matching ErrNotAcquired when the lock is held or other
-// sessions are queued for it. ctx bounds the round trip.
+// sessions are queued for it, and ErrReentrant as Lock does. ctx bounds
+// the round trip.
 func (c *Client) TryLock(ctx context.Context, name string) (*Lock, error) {
 	return c.def.TryLock(ctx, name)
 }
@@ -293,24 +316,27 @@ func (c *Client) newSession(lease time.Duration) *Session {
 		return nil
 	}
 	c.nsess++
+	member := c.id + "-" + strconv.Itoa(c.nsess)
+	var seed [8]byte
+	rand.Read(seed[:])
 	s := &Session{
-		c: c,
-		rules: rules{
-			member:  c.id + "-" + strconv.Itoa(c.nsess),
-			lease:   lease,
-			margin:  lease/30 + 10*time.Millisecond,
-			cohort:  c.cohort,
-			confirm: c.replicas > 0,
-			sharded: c.sharded,
-			track:   c.trackHeld,
-			stats:   &c.stats,
-
-			cacheIdle: c.cacheIdle,
-			trackMax:  c.trackMax,
-		},
+		c:      c,
+		member: member,
+		lease:  lease,
+		m: machine.NewSession(machine.Rules{
+			Member:    member,
+			Lease:     lease,
+			Cohort:    c.cohort,
+			Replicas:  c.replicas,
+			Sharded:   c.sharded,
+			Track:     c.trackHeld,
+			TrackMax:  c.trackMax,
+			CacheIdle: c.cacheIdle,
+			Seed:      binary.LittleEndian.Uint64(seed[:]),
+			Stats:     &c.stats,
+		}),
 		leaseMs:  strconv.FormatInt(lease.Milliseconds(), 10),
 		lingerMs: strconv.FormatInt((lease / 2).Milliseconds(), 10),
-		names:    make(map[nameID]*name),
 		done:     make(chan struct{}),
 		quiet:    make(chan struct{}, 1),
 	}
@@ -404,10 +430,15 @@ func (c *Client) dropSession(s *Session) {
 }
 
 // Close releases every held lock, leaves every Redis queue, fails every
-// waiter with ErrClosed, stops the client's goroutines and waits for them,
-// and closes the Redis clients. It returns within about the longest lease
-// of its sessions, whatever the number of names, sessions and calls in
-// flight and the state of Redis: sessions close in parallel within that
+// waiter with ErrClosed, deletes the client's instance record (see
+// Options.Instance), stops the client's goroutines and waits for them,
+// and closes the Redis clients it built (Options.Client stays open, with
+// baton's subscriptions on it ended). What it leaves in Redis are the fence
+// markers of the names it used (see the README); what it could not reach
+// Redis to remove expires: held keys and queue entries with their lease,
+// the instance record within a day. It returns within about the longest
+// lease of its sessions, whatever the number of names, sessions and calls
+// in flight and the state of Redis: sessions close in parallel within that
 // budget, then every call still in flight is cancelled. Later calls return
 // ErrClosed; closing twice is harmless.
 func (c *Client) Close() error {
@@ -446,10 +477,12 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
+	shared := c.sharedChannels()
 	c.stop()
-	c.rc.Close()
-	c.cc.Close()
+	c.unregister(by)
+	c.closeRedis()
 	<-calls
 	c.wg.Wait()
+	c.unsubscribeShared(shared)
 	return errors.Join(errs...)
 }

@@ -735,23 +735,23 @@ func ccClient(t *testing.T, o baton.Options) *baton.Client {
 	return c
 }
 
-// TestBug_UnlockDuringSlotMigration: while the slot of a held lock is
+// TestUnlockRetriesDuringSlotMigration: while the slot of a held lock is
 // being migrated (MIGRATING on its owner, keys not moved yet), Redis
 // answers the release script TRYAGAIN: its keys are the lock key, which
-// exists, and the queue keys, which do not. Lock retries TRYAGAIN; Unlock
-// does not: it fails at once and stops renewing, so the name stays locked
-// in Redis until the lease runs out although its holder released it and
-// the migration finished right after. Expected: Unlock retries the passing
-// state (as it retries dropped connections) within its ctx, and the name
-// is free once it returns. (Failed at 2878a8e; passes since e707233.)
-func TestBug_UnlockDuringSlotMigration(t *testing.T) {
+// exists, and the queue keys, which do not. Unlock retries that passing
+// state within its ctx, as Lock does and as it retries dropped
+// connections, and the name is free once it returns. An Unlock that failed
+// at once and stopped renewing would leave the name locked in Redis until
+// the lease ran out, although its holder released it and the migration
+// finished right after.
+func TestUnlockRetriesDuringSlotMigration(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0)
 	const lease = 5 * time.Second
 	a := ccClient(t, baton.Options{Redis: cl.Option(), LeaseTTL: lease})
 	b := ccClient(t, baton.Options{Redis: cl.Option(), LeaseTTL: lease})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const name = "bug-unlock-migrating"
+	const name = "unlock-migrating"
 	slot := ccSlot(t, cl.Nodes[0], clusterLockKey(name))
 	src, err := ccOwner(t, cl, cl.Nodes[0], slot)
 	if err != nil {
@@ -797,25 +797,24 @@ func TestBug_UnlockDuringSlotMigration(t *testing.T) {
 	}
 }
 
-// TestBug_MinReplicasWaitOnOldNode: with MinReplicas on a cluster, an
+// TestMinReplicasWaitsOnTheKeysNode: with MinReplicas on a cluster, an
 // acquisition is the pair EVALSHA + WAIT in one DoMulti, routed by the
 // client's slot map. After the name's slot moved, rueidis follows the
-// MOVED (or ASK) redirect for the EVALSHA alone; the keyless WAIT has
-// already been answered by the old owner, whose replicas are fine. So the
-// acquisition is confirmed although the node that holds the key has no
+// MOVED (or ASK) redirect for the EVALSHA alone; the keyless WAIT would
+// already have been answered by the old owner, whose replicas are fine,
+// confirming the acquisition although the node that holds the key has no
 // replica at all: a failover of that node could lose it, which is what
-// MinReplicas promises to prevent. Expected: no TryLock succeeds; one may
-// fail with the redirect itself, but then TryLock reports ErrNotReplicated,
-// as for a name whose slot was always on that node (and never panics).
-// At 2878a8e the TryLock succeeded (WAIT counted on the old owner); at
-// e707233 it panics: send (internal/script) retries dc.DoMulti after MOVED with
-// commands rueidis already recycled.
-func TestBug_MinReplicasWaitOnOldNode(t *testing.T) {
+// MinReplicas promises to prevent. No TryLock succeeds; one may fail with
+// the redirect itself, but then TryLock reports ErrNotReplicated, as for a
+// name whose slot was always on that node, and it never panics (a call
+// resent after MOVED is built anew: rueidis recycles the commands it
+// sent).
+func TestMinReplicasWaitsOnTheKeysNode(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 1)
 	c := ccClient(t, baton.Options{Redis: cl.Option(), LeaseTTL: 3 * time.Second, MinReplicas: 1, ReplicaTimeout: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const name = "bug-wait-moved"
+	const name = "wait-moved"
 	slot := ccSlot(t, cl.Nodes[0], clusterLockKey(name))
 	src, err := ccOwner(t, cl, cl.Nodes[0], slot)
 	if err != nil {
@@ -825,7 +824,7 @@ func TestBug_MinReplicasWaitOnOldNode(t *testing.T) {
 	// A name that was always on dst, for the control below.
 	control := ""
 	for i := range 1000 {
-		n := fmt.Sprintf("bug-wait-control-%d", i)
+		n := fmt.Sprintf("wait-control-%d", i)
 		if o, err := ccOwner(t, cl, cl.Nodes[0], ccSlot(t, cl.Nodes[0], clusterLockKey(n))); err == nil && o == dst {
 			control = n
 			break

@@ -15,11 +15,11 @@ import (
 	"github.com/batonlock/baton/internal/redistest"
 )
 
-// Chaos tests of issue 16 ("Tests that would have caught them"), beside
-// those of chaos_test.go, with the same checker and clients: data lost
-// under holders of locks, permits and leaderships (TestChaosFlushAll, and
-// TestChaosRestart/volatile), and a Redis whose round trips take between
-// a third of the lease and the lease (TestChaosSlowRedis).
+// Chaos tests of data loss and slow round trips, beside those of
+// chaos_test.go, with the same checker and clients: data lost under
+// holders of locks, permits and leaderships (TestChaosFlushAll, and
+// TestChaosRestart/volatile), and a Redis whose round trips take between a
+// third of the lease and the lease (TestChaosSlowRedis).
 
 // chaosTellBound is how long after a new holder acquired the old holder
 // of a name whose key Redis lost may still be told of its loss: a holder

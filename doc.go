@@ -12,8 +12,9 @@
 //	defer c.Close()
 //
 //	err = c.Do(ctx, "order:42", func(ctx context.Context) error {
-//		// Runs while this process holds "order:42". ctx is cancelled if the
-//		// lock is lost; baton.FromContext(ctx) gives its fencing token.
+//		// Runs while this process holds "order:42". ctx ends with the
+//		// caller's ctx or if the lock is lost; baton.FromContext(ctx) gives
+//		// its fencing token.
 //		return payOrder(ctx, 42)
 //	})
 //

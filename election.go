@@ -7,7 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/internal/keyspace"
+	"github.com/batonlock/baton/internal/machine"
 	"github.com/batonlock/baton/internal/script"
+	"github.com/redis/rueidis"
 )
 
 // Election elects one leader among the sessions that campaign on a name.
@@ -74,24 +77,7 @@ func (s *Session) Election(name string) (*Election, error) {
 // its own value, and Leader reports the value of the call that leads.
 // Errors are those of Client.Lock.
 func (e *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
-	return e.s.acquireOn(ctx, PrimitiveElection, e.name, true, func() (*name, error) { return e.slotLocked(value) })
-}
-
-// slotLocked picks the campaign slot machine of a Campaign call: the
-// first without a machine, or whose machine is idle without waiters, so
-// that each call has a member (and a value) of its own in Redis; s.mu is
-// held.
-func (e *Election) slotLocked(value string) (*name, error) {
-	s := e.s
-	for k := range maxSlots {
-		id := nameID{name: e.name, kind: electKind, slot: int32(k)}
-		if n := s.names[id]; n == nil || n.st == idle && len(n.waiters) == 0 {
-			n = s.nameLocked(id, 1)
-			n.value = value
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: %q: %d campaigns of this session at once", ErrNotAcquired, truncate(e.name), maxSlots)
+	return e.s.acquireOn(ctx, PrimitiveElection, machine.Pick{Name: e.name, Value: value}, true)
 }
 
 // Leader returns the current leader, or an error matching ErrNoLeader
@@ -115,6 +101,7 @@ type leaderState struct {
 	fence  uint64        // the leader's fence; when nobody holds, the last fence issued (0 if unknown)
 	left   time.Duration // held: the lease left when read or announced
 	leader Leader        // held: the leader
+	member string        // held and announced: the leader's campaign slot ("<session>.e<slot>")
 }
 
 // after reports whether s is a later state of the election than o: a
@@ -126,12 +113,15 @@ func (s leaderState) after(o leaderState) bool {
 // readLeader runs the election's read script, again after a dead idle
 // connection (see callAcquire).
 func (c *Client) readLeader(ctx context.Context, lname string) (leaderState, error) {
-	k := []string{newElectKeys(c.prefix, lname).lock}
+	k := []string{keyspace.ElectKey(c.prefix, lname)}
 	res, _ := script.Run(ctx, c.cc, script.Pipe{}, script.ElectRead, k, nil)
-	for try := 1; try < 4 && retryable(ctx, res.Error()); try++ {
+	for try := 1; try < 4 && res.Error() != nil && classify(ctx, ctx, res.Error()) == machine.Died; try++ {
 		res, _ = script.Run(ctx, c.cc, script.Pipe{}, script.ElectRead, k, nil)
 	}
 	arr, err := res.ToArray()
+	if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "BATONFOREIGN") {
+		return leaderState{}, fmt.Errorf("%w: key %s holds %s", ErrForeignValue, k[0], strings.TrimPrefix(re.Error(), "BATONFOREIGN "))
+	}
 	if err != nil {
 		return leaderState{}, script.ElectRead.Explain(err)
 	}
@@ -151,7 +141,7 @@ func (c *Client) readLeader(ctx context.Context, lname string) (leaderState, err
 		}
 		f := uint64(ints[1])
 		return leaderState{held: true, fence: f, left: time.Duration(ints[2]) * time.Millisecond,
-			leader: Leader{Value: v, Token: f << tokenShift}}, nil
+			leader: Leader{Value: v, Token: f << keyspace.TokenShift}}, nil
 	}
 	return leaderState{}, fmt.Errorf("baton: unexpected leader reply %v", arr)
 }
@@ -174,14 +164,5 @@ func parseElectEvent(msg string) (leaderState, bool) {
 		return leaderState{}, false
 	}
 	return leaderState{held: true, fence: fence, left: time.Duration(ms) * time.Millisecond,
-		leader: Leader{Value: parts[3], Token: fence << tokenShift}}, true
-}
-
-// announce says how the election scripts of lname publish its changes:
-// PUBLISH on its channel, or SPUBLISH on Redis Cluster.
-func (c *Client) announce(lname string) string {
-	if c.sharded {
-		return "S:" + electChannel(c.prefix, lname)
-	}
-	return "P:" + electChannel(c.prefix, lname)
+		leader: Leader{Value: parts[3], Token: fence << keyspace.TokenShift}, member: parts[2]}, true
 }

@@ -3,9 +3,13 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,7 +158,7 @@ func TestElectionCampaign(t *testing.T) {
 	}
 	wantNoLeader(t, ctx, pa.e, "after the last resignation")
 	k := newElectKeys(DefaultKeyPrefix, name)
-	if fields, _ := srv.Do(t, "HKEYS", k.lock).AsStrSlice(); len(fields) != 2 {
+	if fields, _ := srv.Do(t, "HKEYS", k.Lock).AsStrSlice(); len(fields) != 2 {
 		t.Fatalf("hash fields after the last resignation: %v, want #f and #l", fields)
 	}
 }
@@ -343,7 +347,7 @@ func TestElectionLoss(t *testing.T) {
 	la := pa.lead(t, ctx, "A")
 	wantNext(t, obs, "A", la)
 	gb := pb.queued(t, ctx, "B")
-	srv.Do(t, "DEL", newElectKeys(DefaultKeyPrefix, name).lock)
+	srv.Do(t, "DEL", newElectKeys(DefaultKeyPrefix, name).Lock)
 	waitFor(t, la.Done(), 3*time.Second, "the leadership's loss")
 	if !errors.Is(la.Err(), ErrLockLost) {
 		t.Fatalf("Err %v, want ErrLockLost", la.Err())
@@ -420,7 +424,7 @@ func TestElectionGiveUp(t *testing.T) {
 	// The entry leaves before Campaign returns, unless B's last attempt
 	// was still unanswered: then in the background, within a lease.
 	for end := time.Now().Add(5 * time.Second); ; {
-		n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64()
+		n, _ := srv.Do(t, "EXISTS", k.Queue()).AsInt64()
 		if n == 0 {
 			break
 		}
@@ -428,7 +432,7 @@ func TestElectionGiveUp(t *testing.T) {
 			t.Fatal("queue keys left 5s after B gave up")
 		}
 	}
-	fields, _ := srv.Do(t, "HKEYS", k.lock).AsStrSlice()
+	fields, _ := srv.Do(t, "HKEYS", k.Lock).AsStrSlice()
 	values := slices.DeleteFunc(slices.Clone(fields), func(f string) bool { return !strings.HasPrefix(f, "#v:") })
 	if len(values) != 1 {
 		t.Fatalf("hash fields %v after B gave up: want A's value alone", fields)
@@ -511,16 +515,16 @@ func TestObservePendingLeader(t *testing.T) {
 
 // TestElectReadPendingFence: a pending grant leads nobody, and the read
 // reports the fence before it, so that the grantee's announcement, under
-// the pending fence, is a later state for a reader (Observe dropped it,
-// and never reported that leader: found by make bench-failover, whose
-// readers missed a leader after a SIGKILL; fails with the read reporting
-// the pending fence).
+// the pending fence, is a later state for a reader. Were the read to
+// report the pending fence, Observe would drop the announcement and never
+// report that leader (make bench-failover's readers, after a SIGKILL of
+// the leader, show the same).
 func TestElectReadPendingFence(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 5*time.Second)
 	name := uniqueName(t)
-	k := newElectKeys(DefaultKeyPrefix, name).lock
+	k := newElectKeys(DefaultKeyPrefix, name).Lock
 	dl := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
 	srv.Do(t, "HSET", k, "#f", "100", "#l", "1", "x-1.e0", "100:"+dl, "#p:x-1.e0", "1", "#v:x-1.e0", "v")
 	r, err := c.readLeader(ctx, name)
@@ -534,5 +538,178 @@ func TestElectReadPendingFence(t *testing.T) {
 	srv.Do(t, "HDEL", k, "#p:x-1.e0")
 	if r, err := c.readLeader(ctx, name); err != nil || !r.held || r.leader.Value != "v" {
 		t.Fatalf("read once taken: %+v, %v; want v leading", r, err)
+	}
+}
+
+// TestObserveReportsNoPhantomLeaders: Observe reports only leaders whose
+// Campaign returned the leadership. The scripts announce a grant when they
+// make it; a grant to a campaign that gave up meanwhile is passed on by
+// its client, and observers must not report it as a leader.
+//
+// Three clients, four goroutines each, campaign for 3 s with short ctx
+// deadlines (1-21 ms) and unique values, holding 0-3 ms; a fourth client
+// observes and records every leader reported. Every leader it reports
+// must be one that a Campaign call returned (value and token).
+func TestObserveReportsNoPhantomLeaders(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	name := uniqueName(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	o := newClient(t, srv, Options{})
+	eo, _ := o.Election(name)
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	obs := eo.Observe(octx)
+	var observed []Leader // written by the reader until readerDone
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for v := range obs {
+			if v != (Leader{}) {
+				observed = append(observed, v)
+			}
+		}
+	}()
+	var (
+		mu       sync.Mutex // protects returned
+		returned = make(map[Leader]bool)
+		gaveUp   atomic.Int64
+		wg       sync.WaitGroup
+	)
+	stop := time.Now().Add(3 * time.Second)
+	for ci := range 3 {
+		c := newClient(t, srv, Options{LeaseTTL: time.Second})
+		e, _ := c.Election(name)
+		for g := range 4 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(ci), uint64(g)))
+				for seq := 0; time.Now().Before(stop); seq++ {
+					value := fmt.Sprintf("c%d.%d-%d", ci, g, seq)
+					cctx, ccancel := context.WithTimeout(ctx, time.Millisecond+time.Duration(rng.IntN(20000))*time.Microsecond)
+					l, err := e.Campaign(cctx, value)
+					ccancel()
+					if err != nil {
+						if !errors.Is(err, context.DeadlineExceeded) {
+							t.Errorf("Campaign: %v", err)
+							return
+						}
+						gaveUp.Add(1)
+						continue
+					}
+					mu.Lock()
+					returned[Leader{Value: value, Token: l.Token()}] = true
+					mu.Unlock()
+					time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // the term
+					if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrLockLost) {
+						t.Errorf("Unlock: %v", err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("campaigns done after %v", time.Since(stop.Add(-3*time.Second)).Round(time.Millisecond))
+	cancel()
+	<-readerDone
+	var phantoms []Leader
+	for _, v := range observed {
+		if !returned[v] {
+			phantoms = append(phantoms, v)
+		}
+	}
+	t.Logf("%d leaderships returned, %d campaigns gave up, %d leaders observed, %d phantoms", len(returned), gaveUp.Load(), len(observed), len(phantoms))
+	if len(phantoms) > 0 {
+		t.Fatalf("the observer reported %d leaders that no Campaign returned, e.g. %+v", len(phantoms), phantoms[:min(3, len(phantoms))])
+	}
+}
+
+// TestDeadCampaignerSkipped: a dead queued campaigner is skipped: the
+// leadership goes to the next live campaigner, and observers never report
+// the dead one as leader. A grant to the dead member would keep the
+// leadership taken for its whole lease.
+//
+// Lease 1 s: a leads; a child process campaigns ("child") and queues; b
+// (alive) queues behind it; an observer watches. The child is SIGKILLed;
+// 600 ms later (its queue entry has missed a refresh) a resigns. b must
+// lead within 400 ms of the resignation, and the observer must never
+// report "child".
+func TestDeadCampaignerSkipped(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const lease = time.Second
+	name := uniqueName(t)
+	ctx := ctxTimeout(t, 15*time.Second)
+	a := newClient(t, srv, Options{LeaseTTL: lease})
+	ea, _ := a.Election(name)
+	la, err := ea.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newClient(t, srv, Options{})
+	eo, _ := o.Election(name)
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	obs := eo.Observe(octx)
+	var seen []Leader // written by the reader until obsDone
+	bObserved := make(chan struct{}, 1)
+	obsDone := make(chan struct{})
+	go func() {
+		defer close(obsDone)
+		for v := range obs {
+			seen = append(seen, v)
+			if v.Value == "b" {
+				select {
+				case bObserved <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	child := startQueuedChild(t, srv, name, lease, "elect")
+	waitListLen(t, srv, newElectKeys(DefaultKeyPrefix, name).Queue(), 1)
+	b := newClient(t, srv, Options{LeaseTTL: lease})
+	eb, _ := b.Election(name)
+	qb := onQueue(b)
+	bGot := make(chan lockResult, 1)
+	go func() {
+		l, err := eb.Campaign(ctx, "b")
+		bGot <- lockResult{l, err}
+	}()
+	waitFor(t, qb, 5*time.Second, "b to queue")
+	killChildren(t, child)
+	time.Sleep(600 * time.Millisecond) // the child has been dead for 600 ms: the fault's duration
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resigned := time.Now()
+	var lb *Lock
+	select {
+	case r := <-bGot:
+		if r.err != nil {
+			t.Fatalf("b: %v", r.err)
+		}
+		lb = r.l
+		t.Logf("b leads %v after a resigned", time.Since(resigned).Round(time.Millisecond))
+	case <-time.After(400 * time.Millisecond):
+		r := waitFor(t, bGot, 5*time.Second, "b to lead")
+		lb = r.l
+		t.Errorf("b leads only %v after a resigned, want within 400 ms (lease %v)", time.Since(resigned).Round(time.Millisecond), lease)
+	}
+	if lb != nil {
+		select { // let the reader see b's leadership before it stops
+		case <-bObserved:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	cancel()
+	<-obsDone
+	for _, v := range seen {
+		if v.Value == "child" {
+			t.Errorf("the observer reported the dead child as leader: %+v (all: %+v)", v, seen)
+			break
+		}
+	}
+	if lb != nil {
+		lb.Unlock(ctx)
 	}
 }

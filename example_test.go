@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -130,6 +131,100 @@ func ExampleSemaphore() {
 	// Run the export with permit.Context(), which ends if the permit is
 	// lost; permit.Token() fences its writes.
 	fmt.Println("exporting with token", permit.Token())
+}
+
+// slotStore stands for the resource a semaphore guards, fenced per slot
+// (in production: a table or a hash beside the data). It keeps one slot
+// per permit of the semaphore, each holding the token of the permit that
+// claimed it last; a write names its slot and token and is refused once a
+// newer permit has claimed that slot. So at most limit holders write at
+// once, also when one of them lost its permit while paused: the permit
+// issued in its place (a higher token) takes the lowest-token slot, which
+// is the stalled one's unless an older holder is still at work.
+type slotStore struct {
+	mu     sync.Mutex
+	tokens []uint64 // per slot, the token of the permit that claimed it; 0: free
+	rows   []string // what was written
+}
+
+// errFenced is the store refusing a permit whose slot a newer one took.
+var errFenced = errors.New("fenced: a newer permit holds this slot")
+
+func newSlotStore(limit int) *slotStore { return &slotStore{tokens: make([]uint64, limit)} }
+
+// Claim gives the permit of token a slot: a free one, else the one of the
+// lowest token if that is below token. It fails with errFenced if every
+// slot holds a newer permit: Unlock and Acquire again for a newer token.
+func (s *slotStore) Claim(token uint64) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	low := 0
+	for i, t := range s.tokens {
+		if t < s.tokens[low] {
+			low = i
+		}
+	}
+	if s.tokens[low] >= token {
+		return 0, errFenced
+	}
+	s.tokens[low] = token
+	return low, nil
+}
+
+// Write stores row for the permit of token in slot, unless a newer
+// permit claimed the slot since.
+func (s *slotStore) Write(slot int, token uint64, row string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tokens[slot] != token {
+		return errFenced
+	}
+	s.rows = append(s.rows, row)
+	return nil
+}
+
+// Free gives slot back if the permit of token still holds it.
+func (s *slotStore) Free(slot int, token uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tokens[slot] == token {
+		s.tokens[slot] = 0
+	}
+}
+
+// A semaphore's permits overlap (up to its limit), so a single highest
+// token cannot fence them as it fences a lock's holders: the resource
+// keeps a slot per permit instead (slotStore), and refuses a holder whose
+// slot a newer permit took.
+func ExampleSemaphore_fencing() {
+	c, err := baton.New(baton.Options{
+		Redis: rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	exports, err := c.Semaphore("exports", 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	store := newSlotStore(exports.Limit())
+	ctx := context.Background()
+	permit, err := exports.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer permit.Unlock(ctx)
+	slot, err := store.Claim(permit.Token())
+	if err != nil {
+		log.Print(err) // every slot holds a newer permit: Unlock and Acquire again
+		return
+	}
+	defer store.Free(slot, permit.Token())
+	if err := store.Write(slot, permit.Token(), "export 1"); errors.Is(err, errFenced) {
+		log.Print("this holder lost its permit while paused; its write was refused")
+	}
 }
 
 func ExampleElection() {

@@ -48,15 +48,15 @@ func FuzzName(f *testing.F) {
 			t.Fatalf("checkName(%q) rejected a valid name: %v", name, err)
 		}
 		k := newKeys(prefix, name)
-		if want := prefix + ":{" + name + "}"; k.lock != want {
-			t.Fatalf("lock key %q, want %q", k.lock, want)
+		if want := prefix + ":{" + name + "}"; k.Lock != want {
+			t.Fatalf("lock key %q, want %q", k.Lock, want)
 		}
-		for _, key := range k.list() {
-			if !strings.HasPrefix(key, k.lock) {
-				t.Fatalf("key %q does not begin with the lock key %q", key, k.lock)
+		for _, key := range k.List() {
+			if !strings.HasPrefix(key, k.Lock) {
+				t.Fatalf("key %q does not begin with the lock key %q", key, k.Lock)
 			}
-			if slot(key) != slot(k.lock) {
-				t.Fatalf("name %q: key %q in slot %d, lock key %q in slot %d", name, key, slot(key), k.lock, slot(k.lock))
+			if slot(key) != slot(k.Lock) {
+				t.Fatalf("name %q: key %q in slot %d, lock key %q in slot %d", name, key, slot(key), k.Lock, slot(k.Lock))
 			}
 			if slot(key) > 16383 {
 				t.Fatalf("slot %d out of range", slot(key))
@@ -67,14 +67,14 @@ func FuzzName(f *testing.F) {
 		if i := strings.IndexByte(name, '}'); i >= 0 {
 			tag = name[:i]
 		}
-		if slot(k.lock) != slot("{"+tag+"}") {
-			t.Fatalf("name %q: slot %d, but its hash tag %q is in %d", name, slot(k.lock), tag, slot("{"+tag+"}"))
+		if slot(k.Lock) != slot("{"+tag+"}") {
+			t.Fatalf("name %q: slot %d, but its hash tag %q is in %d", name, slot(k.Lock), tag, slot("{"+tag+"}"))
 		}
-		if got, ok := nameOfLockKey(prefix, k.lock); !ok || got != name {
-			t.Fatalf("nameOfLockKey(%q) = %q, %v; want %q", k.lock, got, ok, name)
+		if got, ok := nameOfLockKey(prefix, k.Lock); !ok || got != name {
+			t.Fatalf("nameOfLockKey(%q) = %q, %v; want %q", k.Lock, got, ok, name)
 		}
-		for _, key := range k.list() {
-			if key == k.lock {
+		for _, key := range k.List() {
+			if key == k.Lock {
 				continue
 			}
 			if got, ok := nameOfLockKey(prefix, key); ok {
@@ -85,8 +85,8 @@ func FuzzName(f *testing.F) {
 			if other == "" || other == prefix {
 				continue
 			}
-			if got, ok := nameOfLockKey(other, k.lock); ok {
-				t.Fatalf("lock key %q of prefix %q read as name %q of prefix %q", k.lock, prefix, got, other)
+			if got, ok := nameOfLockKey(other, k.Lock); ok {
+				t.Fatalf("lock key %q of prefix %q read as name %q of prefix %q", k.Lock, prefix, got, other)
 			}
 		}
 	})
@@ -152,18 +152,18 @@ func TestAwkwardNames(t *testing.T) {
 			continue
 		}
 		k := newKeys(DefaultKeyPrefix, name)
-		want, err := node.Do(t, "CLUSTER", "KEYSLOT", k.lock).AsInt64()
+		want, err := node.Do(t, "CLUSTER", "KEYSLOT", k.Lock).AsInt64()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if int64(slot(k.lock)) != want {
-			t.Errorf("%.20q: slot %d, CLUSTER KEYSLOT %d", name, slot(k.lock), want)
+		if int64(slot(k.Lock)) != want {
+			t.Errorf("%.20q: slot %d, CLUSTER KEYSLOT %d", name, slot(k.Lock), want)
 		}
 		la, err := a.Lock(ctx, name)
 		if err != nil {
 			t.Fatalf("Lock(%.20q): %v", name, err)
 		}
-		if v, err := srv.Do(t, "GET", k.lock).ToString(); err != nil || !strings.HasPrefix(v, a.id) {
+		if v, err := srv.Do(t, "GET", k.Lock).ToString(); err != nil || !strings.HasPrefix(v, a.id) {
 			t.Fatalf("%.20q: lock key holds %q (%v)", name, v, err)
 		}
 		// A grant from a's release reaches b under the same name.
@@ -190,7 +190,7 @@ func TestAwkwardNames(t *testing.T) {
 		a.recheckAll()
 		waitFor(t, qa, 5*time.Second, "a to look again after the kill")
 		start = time.Now()
-		srv.Do(t, "DEL", k.lock)
+		srv.Do(t, "DEL", k.Lock)
 		la2 := waitFor(t, got2, 5*time.Second, "a after the key was deleted")
 		if la2 == nil {
 			t.FailNow()
@@ -205,7 +205,7 @@ func TestAwkwardNames(t *testing.T) {
 		if owner := lockOwner(t, srv, DefaultKeyPrefix, name); owner != "" {
 			t.Fatalf("%.20q: still owned by %q after Unlock", name, owner)
 		}
-		if n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64(); n != 0 {
+		if n, _ := srv.Do(t, "EXISTS", k.Queue()).AsInt64(); n != 0 {
 			t.Fatalf("%.20q: %d queue keys left", name, n)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
+
 	"github.com/batonlock/baton/internal/faultproxy"
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
@@ -17,8 +19,8 @@ import (
 
 // Calls in flight: Redis is stalled (DEBUG SLEEP) while a script call is on
 // its way, and meanwhile a context ends, an invalidation arrives or another
-// goroutine of the session calls. The TestBug_ tests show bugs (each comment
-// says how it was found and its cause); they fail while the bug is there.
+// goroutine of the session calls. Each test's comment says how it places
+// its event in the window and what a failure would mean.
 
 // waitStalled returns once srv stops answering (e.g. while DEBUG SLEEP
 // runs); it polls the server's state, ordering nothing.
@@ -123,24 +125,23 @@ func TestHostileCancelMidFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	if owner := lockOwner(t, srv, DefaultKeyPrefix, name+"-held"); owner != "" {
-		if pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, name+"-held").lock).AsInt64(); pttl > lease.Milliseconds() {
+		if pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, name+"-held").Lock).AsInt64(); pttl > lease.Milliseconds() {
 			t.Fatalf("the lock whose Unlock timed out is owned by %q for %d ms more", owner, pttl)
 		}
 	}
 }
 
-// TestBug_LockCancelledInFlightLeavesKey: Lock's documentation promises
+// TestLockCancelledInFlightLeavesNoKey: Lock's documentation promises
 // that when ctx ends first it "leaves no trace in Redis". When ctx ends
 // while an acquire script is in flight (here: Redis stalled by DEBUG SLEEP
 // when the script was sent), the script still runs once Redis reads it and
-// takes the lock for the session that gave up. Nobody holds it locally, so
-// nobody renews or releases it: every other client is locked out for a
-// whole lease (5 s here). Cause: Session.acquire treats an error from
-// callAcquire as "nothing happened" (lastErr, backoff); giveUp only
-// dequeues when ns.queued is set, so an attempt with an unknown outcome is
-// never undone (e.g. by running the dequeue script, which releases a key
-// owned by the member).
-func TestBug_LockCancelledInFlightLeavesKey(t *testing.T) {
+// may take the lock for the session that gave up. An attempt whose outcome
+// is not known is not taken for "nothing happened": the session undoes it
+// (the dequeue script also releases a key owned by the member). Otherwise
+// nobody would hold the lock locally, nobody would renew or release it,
+// and every other client would be locked out for a whole lease (5 s
+// here): b must get the lock within half a lease.
+func TestLockCancelledInFlightLeavesNoKey(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 5 * time.Second
 	a := newClient(t, srv, Options{LeaseTTL: lease})
@@ -170,26 +171,27 @@ func TestBug_LockCancelledInFlightLeavesKey(t *testing.T) {
 	lb.Unlock(ctx)
 }
 
-// TestBug_InvalidationDuringAcquireIsLost: a tracking invalidation that
-// reaches a waiter while its acquire script is in flight is lost. Redis
-// reports the change (here a DEL of the lock key that ran right after the
-// script read it), onInvalidations sets ns.recheck to 5 ms and wakes the
-// head waiter, but the busy reply then sets ns.recheck to the key's old
-// TTL, so the waiter sleeps through the wake-up: on a free lock, for up to a
-// lease (10 s here). Seen in about 1 of 30 runs of TestAwkwardNames, where
-// the invalidation for an earlier tracked read arrives on one connection
-// while the next attempt's reply is still unhandled on another. The test
-// delivers the invalidation itself (c.onInvalidations, as rueidis would) at
-// that moment, while Redis is stalled. Cause: onInvalidations ignores
-// ns.busy; grants have ns.pending for this case, invalidations nothing.
-func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
+// TestInvalidationDuringAcquireWakesWaiter: a tracking invalidation that
+// reaches a waiter while its acquire script is in flight is kept, as a
+// grant in that state is. Redis reports the change (here a DEL of the lock
+// key that ran right after the script read it); the busy reply, handled
+// after the invalidation, carries the key's old TTL, and a waiter that
+// planned its next look from that reply alone would sleep through the
+// change: on a free lock, for up to a lease (10 s here). The waiter must
+// get the lock within 3 s. The window opens when the invalidation for an
+// earlier tracked read arrives on one connection while the next attempt's
+// reply is still unhandled on another (TestAwkwardNames meets it about
+// once in 30 runs); the test delivers the invalidation itself
+// (c.onInvalidations, as rueidis would) at that moment, while Redis is
+// stalled, and tries again when the DEL ran first.
+func TestInvalidationDuringAcquireWakesWaiter(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newClient(t, srv, Options{})
 	b := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 60*time.Second)
 	for attempt := 0; attempt < 5; attempt++ {
 		name := uniqueName(t)
-		key := newKeys(DefaultKeyPrefix, name).lock
+		key := newKeys(DefaultKeyPrefix, name).Lock
 		warm(t, a, name+"-warm")
 		msg, err := srv.Do(t, "ECHO", key).ToMessage() // an invalidation names the key
 		if err != nil {
@@ -249,7 +251,7 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 		}
 		s := a.Session()
 		s.mu.Lock()
-		recheck := time.Until(s.names[nameID{name: name}].recheck)
+		recheck := time.Until(s.m.Lookup(machine.ID{Name: name}).Snapshot().Recheck)
 		s.mu.Unlock()
 		lb.Unlock(ctx) // lost: its key is gone; wakes nobody
 		t.Fatalf("the lock is free (DEL replied %q) and a's waiter was told, but it sleeps on: next look in %v", reply[:n], recheck.Round(time.Millisecond))
@@ -261,20 +263,23 @@ func TestBug_InvalidationDuringAcquireIsLost(t *testing.T) {
 // script for name is in flight.
 func waitBusy(t *testing.T, s *Session, name string) {
 	t.Helper()
-	waitSession(t, s, func() bool { return s.names[nameID{name: name}] != nil && s.names[nameID{name: name}].st == acquiring },
+	waitSession(t, s, func() bool {
+		n := s.m.Lookup(machine.ID{Name: name})
+		return n != nil && n.State() == machine.Acquiring
+	},
 		func() string { return "no acquire in flight" })
 }
 
-// TestBug_TryLockSharesItsLockWithAWaiter: mutual exclusion breaks inside
-// one session. A Lock call that starts while a TryLock of the same session
-// and name is in flight queues locally; when the TryLock succeeds,
-// Session.tryOnce calls install, whose handTo gives the new Lock to the head
-// local waiter, and tryOnce returns the same Lock to the TryLock caller too:
-// two goroutines hold one *Lock (the same token) at once, and the second
-// Unlock fails with ErrUnlocked. Found by TestChaosLatency with
-// BATON_CHAOS_DURATION=20s (20-40 ms of latency widens the window); here
-// Redis is stalled while the TryLock is in flight.
-func TestBug_TryLockSharesItsLockWithAWaiter(t *testing.T) {
+// TestTryLockSharesItsLockWithNoWaiter: mutual exclusion holds inside one
+// session. A Lock call that starts while a TryLock of the same session and
+// name is in flight queues locally; when the TryLock succeeds, the new
+// lock is the TryLock caller's alone, and the Lock returns only after it
+// is unlocked, with a higher token. A failure is two goroutines holding
+// one *Lock (the same token) at once, the second Unlock failing with
+// ErrUnlocked. Latency widens the window (TestChaosLatency with
+// BATON_CHAOS_DURATION=20s and 20-40 ms of latency meets it); here Redis
+// is stalled while the TryLock is in flight.
+func TestTryLockSharesItsLockWithNoWaiter(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv, Options{})
 	ctx := ctxTimeout(t, 20*time.Second)
@@ -322,15 +327,16 @@ func TestBug_TryLockSharesItsLockWithAWaiter(t *testing.T) {
 	l.Unlock(ctx)
 }
 
-// TestBug_ReleaseRanBeforeItsConnectionDied (found by the checker's
-// semaphore oracles under CLIENT KILL): Unlock's release ran in Redis, then
-// its connection died before the reply. The retry found "not ours", and
-// Unlock reported ErrLockLost although the lock was released (by that very
-// try) and its loss never signalled: an EOF on an idle connection was taken
-// to mean the script had not run. A lock's retry must recognise its own
-// free marker; a permit, which leaves none, must say the outcome is not
-// known rather than claim a loss.
-func TestBug_ReleaseRanBeforeItsConnectionDied(t *testing.T) {
+// TestReleaseRanBeforeItsConnectionDiedIsNoLoss: Unlock's release runs in
+// Redis, then its connection dies before the reply, and the retry finds
+// the key no longer ours. The lock was released (by that very try) and no
+// loss was ever signalled, so Unlock does not report ErrLockLost: an EOF
+// on an idle connection does not show that the script did not run. A
+// lock's retry recognises its own free marker (Unlock returns nil); a
+// permit, which leaves none, says the outcome is not known rather than
+// claim a loss. (The checker's semaphore oracles meet this case under
+// CLIENT KILL.)
+func TestReleaseRanBeforeItsConnectionDiedIsNoLoss(t *testing.T) {
 	srv := redistest.Start(t)
 	p := faultproxy.Start(t, srv.Addr())
 	// The proxy delays chunks one after another per connection, so a
@@ -379,7 +385,7 @@ func TestBug_ReleaseRanBeforeItsConnectionDied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hash := newSemKeys(DefaultKeyPrefix, name).lock
+		hash := newSemKeys(DefaultKeyPrefix, name).Lock
 		holders := func() int {
 			fs, err := srv.Do(t, "HKEYS", hash).AsStrSlice()
 			if err != nil {

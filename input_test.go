@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/keyspace"
+
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
@@ -87,9 +89,9 @@ func TestBadNames(t *testing.T) {
 			t.Fatalf("Lock(%.10q): %v", name, err)
 		}
 		k := newKeys("baton", name)
-		for _, key := range k.list() {
-			if slot(key) != slot(k.lock) {
-				t.Fatalf("%q: key %q in slot %d, lock in %d", name, key, slot(key), slot(k.lock))
+		for _, key := range k.List() {
+			if slot(key) != slot(k.Lock) {
+				t.Fatalf("%q: key %q in slot %d, lock in %d", name, key, slot(key), slot(k.Lock))
 			}
 		}
 		if err := l.Unlock(ctx); err != nil {
@@ -155,7 +157,7 @@ func TestFencingSurvivesDataLoss(t *testing.T) {
 		l.Unlock(ctx)
 		srv.Do(t, "FLUSHALL")
 	}
-	if now, f := uint64(time.Now().UnixMicro()), last>>tokenShift; f < now-uint64(time.Minute.Microseconds()) || f > now+uint64(time.Minute.Microseconds()) {
+	if now, f := uint64(time.Now().UnixMicro()), last>>keyspace.TokenShift; f < now-uint64(time.Minute.Microseconds()) || f > now+uint64(time.Minute.Microseconds()) {
 		t.Fatalf("token %d is not near the clock %d", last, now)
 	}
 }
@@ -176,4 +178,36 @@ func TestNewWithoutSubscribePermission(t *testing.T) {
 	if !strings.Contains(err.Error(), "NOPERM") || time.Since(start) > 3*time.Second {
 		t.Fatalf("New: %v after %v; want NOPERM, fast", err, time.Since(start))
 	}
+}
+
+// TestNewRejectsReplicaTimeoutOutOfRange: a ReplicaTimeout under 1 ms would
+// be sent as WAIT n 0, which waits forever (TryLock would block until its
+// ctx ends): New rejects it with ErrInvalidOptions naming ReplicaTimeout.
+// And ReplicaTimeout may not exceed a third of any session's lease, not
+// only the Client's: NewSession with LeaseTTL/3 < ReplicaTimeout fails
+// with ErrInvalidOptions.
+func TestNewRejectsReplicaTimeoutOutOfRange(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Run("sub-millisecond", func(t *testing.T) {
+		opt := Options{Redis: srv.Option(), ReplicaTimeout: 500 * time.Microsecond, MinReplicas: 1}
+		c, err := New(opt)
+		if err == nil {
+			c.Close()
+			t.Fatal("New accepted ReplicaTimeout 500µs (it becomes WAIT n 0: wait forever)")
+		}
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "ReplicaTimeout") {
+			t.Fatalf("New: %q, want ErrInvalidOptions naming ReplicaTimeout", err)
+		}
+	})
+	t.Run("session lease", func(t *testing.T) {
+		c := newClient(t, srv, Options{LeaseTTL: 3 * time.Second, ReplicaTimeout: time.Second, MinReplicas: 1})
+		s, err := c.NewSession(SessionOptions{LeaseTTL: 300 * time.Millisecond})
+		if err == nil {
+			s.Close()
+			t.Fatal("NewSession accepted a lease of 300ms with ReplicaTimeout 1s (above lease/3)")
+		}
+		if !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("NewSession: %q, want ErrInvalidOptions", err)
+		}
+	})
 }

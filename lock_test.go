@@ -3,11 +3,16 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/faultproxy"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -232,7 +237,7 @@ func TestHostileLockAfterUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name+"-lost").lock)
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name+"-lost").Lock)
 	waitFor(t, lost.Done(), 5*time.Second, "the loss")
 	check := func(when string) {
 		t.Helper()
@@ -309,5 +314,187 @@ func TestHostileConcurrentUnlockWithWaiters(t *testing.T) {
 		if err := next.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestLockRefusesForeignValue: a lock key holding a value baton does not
+// recognise is not free. Lock and TryLock fail at once (not with
+// ErrNotAcquired, not with a raw Lua error and not by waiting) with an
+// error that names the key and says "not written by baton", and leave the
+// value (and its lack of a TTL) as it was. The values: a word
+// ("maintenance") and "", which must not be taken as free and overwritten
+// with a lock, and "~abc" and "~", free markers without a fence, which
+// must not reach the script's arithmetic on the fence.
+func TestLockRefusesForeignValue(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 20*time.Second)
+	for _, tc := range []struct{ name, value string }{
+		{"word", "maintenance"},
+		{"marker without fence", "~abc"},
+		{"bare marker", "~"},
+		{"empty", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := uniqueName(t)
+			key := newKeys(DefaultKeyPrefix, name).Lock
+			check := func(what string, call func(context.Context, string) (*Lock, error)) {
+				t.Helper()
+				srv.Do(t, "SET", key, tc.value)
+				short, cancel := context.WithTimeout(ctx, 3*time.Second)
+				defer cancel()
+				start := time.Now()
+				l, err := call(short, name)
+				took := time.Since(start)
+				if err == nil {
+					l.Unlock(ctx)
+					t.Errorf("%s succeeded on a key holding %q", what, tc.value)
+				} else {
+					wantForeign(t, what, err, key)
+				}
+				if took > time.Second {
+					t.Errorf("%s took %v, want it to fail at once", what, took.Round(time.Millisecond))
+				}
+				if v, err := srv.Do(t, "GET", key).ToString(); err != nil || v != tc.value {
+					t.Errorf("after %s the key holds %q (%v), want %q unchanged", what, v, err, tc.value)
+				}
+				if pttl, _ := srv.Do(t, "PTTL", key).AsInt64(); pttl != -1 {
+					t.Errorf("after %s the key has PTTL %d, want -1 (no TTL, as set)", what, pttl)
+				}
+			}
+			check("TryLock", c.TryLock)
+			check("Lock", c.Lock)
+		})
+	}
+}
+
+// TestShortDeadlineFailsNoOtherCall: one caller's deadline never fails
+// another caller's call. On one Client, 4 goroutines call TryLock with
+// 30-300 µs timeouts on names of their own while 12 others TryLock and
+// Unlock names of their own with a 1 s ctx, for 4 s. rueidis makes a very
+// short deadline its shared connection's deadline, closes the connection
+// when it passes and fails the calls queued on it with
+// context.DeadlineExceeded (or dials a connection under the short
+// deadline: "i/o timeout"); baton must not pass that on. No call with the
+// 1 s ctx may fail with an error matching context.DeadlineExceeded while
+// its ctx has not ended. rueidis breaks a connection this way only while
+// it is fresh (a connection that went pipelined stays so), and without
+// help the case is rare (about 1 call in 75,000), so the test also kills
+// the client's connections every 2 ms; a call may fail of that (an EOF),
+// but not with a deadline it did not set.
+func TestShortDeadlineFailsNoOtherCall(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 30*time.Second)
+	stop := time.Now().Add(4 * time.Second)
+	var calls, shortCalls, foreign atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for g := range 4 {
+		name := fmt.Sprintf("%s-short-%d", uniqueName(t), g)
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				short, cancel := context.WithTimeout(ctx, time.Duration(30+rand.IntN(271))*time.Microsecond)
+				l, err := c.TryLock(short, name)
+				cancel()
+				shortCalls.Add(1)
+				if err == nil {
+					l.Unlock(ctx)
+				}
+			}
+		})
+	}
+	for g := range 12 {
+		name := fmt.Sprintf("%s-long-%d", uniqueName(t), g)
+		wg.Go(func() {
+			check := func(what string, long context.Context, err error) {
+				if errors.Is(err, context.DeadlineExceeded) && long.Err() == nil {
+					foreign.Add(1)
+					first.CompareAndSwap(nil, fmt.Sprintf("%s: %v", what, err))
+				}
+			}
+			for time.Now().Before(stop) {
+				long, cancel := context.WithTimeout(ctx, time.Second)
+				l, err := c.TryLock(long, name)
+				calls.Add(1)
+				check("TryLock", long, err)
+				if err == nil {
+					check("Unlock", long, l.Unlock(long))
+					calls.Add(1)
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Go(func() {
+		for time.Now().Before(stop) {
+			srv.Do(t, "CLIENT", "KILL", "TYPE", "normal") // fresh connections
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	wg.Wait()
+	t.Logf("%d calls with a 1 s ctx, %d TryLock calls with a 30-300 µs ctx", calls.Load(), shortCalls.Load())
+	if n := foreign.Load(); n > 0 {
+		t.Fatalf("%d calls with a 1 s ctx failed with DeadlineExceeded while their ctx was live (first: %v)", n, first.Load())
+	}
+}
+
+// TestReleaseSurfacesNoInternalDeadline: Unlock and Do never return
+// context.DeadlineExceeded while the caller's ctx is alive. A release runs
+// under an internal deadline at the hold's lease end; a release not
+// confirmed in time is a baton error that says so, not that deadline's
+// ctx error. Lease 1 s, Redis black-holed before the release: Unlock (Do)
+// with context.Background() must not return an error matching
+// context.DeadlineExceeded.
+func TestReleaseSurfacesNoInternalDeadline(t *testing.T) {
+	t.Parallel()
+	for _, what := range []string{"Unlock", "Do"} {
+		t.Run(what, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			p := faultproxy.Start(t, srv.Addr())
+			c := newClientThrough(t, srv, p, time.Second)
+			name := uniqueName(t)
+			warmUp(t, c)
+			defer p.Blackhole(false)
+			var err error
+			start := time.Now()
+			if what == "Unlock" {
+				l, lerr := c.Lock(context.Background(), name)
+				if lerr != nil {
+					t.Fatal(lerr)
+				}
+				p.Blackhole(true)
+				err = l.Unlock(context.Background())
+			} else {
+				err = c.Do(context.Background(), name, func(context.Context) error {
+					p.Blackhole(true)
+					return nil
+				})
+			}
+			p.Blackhole(false)
+			t.Logf("%s returned after %v: %v", what, time.Since(start).Round(time.Millisecond), err)
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s with context.Background() returned an error matching context.DeadlineExceeded: %v", what, err)
+			}
+		})
+	}
+}
+
+// wantForeign fails unless err reports a key holding a value baton did not
+// write: it names the key and says "not written by baton", and is neither
+// ErrNotAcquired nor a raw script error.
+func wantForeign(t *testing.T, what string, err error, key string) {
+	t.Helper()
+	msg := err.Error()
+	switch {
+	case errors.Is(err, ErrNotAcquired):
+		t.Errorf("%s: %v: want a foreign-value error, not ErrNotAcquired", what, err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		t.Errorf("%s: %v: want it to fail at once, not wait", what, err)
+	case strings.Contains(msg, "user_script") || strings.Contains(msg, "attempt to"):
+		t.Errorf("%s: %v: a raw Lua error", what, err)
+	case !strings.Contains(msg, "not written by baton") || !strings.Contains(msg, key):
+		t.Errorf("%s: %q: want it to name the key %s and say it holds a value %q", what, msg, key, "not written by baton")
 	}
 }

@@ -3,8 +3,13 @@ package baton
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/internal/machine"
 
 	"github.com/batonlock/baton/internal/faultproxy"
 	"github.com/batonlock/baton/internal/redistest"
@@ -247,7 +252,7 @@ func TestGrantedLockLostBeforeExpiry(t *testing.T) {
 	p.Blackhole(true)
 	defer p.Blackhole(false)
 	waitFor(t, lb.Done(), 5*time.Second, "b's loss signal")
-	if pttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).lock).AsInt64(); pttl <= 0 {
+	if pttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).Lock).AsInt64(); pttl <= 0 {
 		t.Fatalf("b learned of its loss after the key expired (PTTL %d)", pttl)
 	}
 }
@@ -280,8 +285,12 @@ func TestNoHandoffAfterDataLoss(t *testing.T) {
 	// is suspect, or lost already (the notice makes it checked at once).
 	s := a.Session()
 	waitSession(t, s, func() bool {
-		n := s.names[nameID{name: name}]
-		return n == nil || n.st != held || n.hold != la.h || n.hold.suspect
+		n := s.m.Lookup(machine.ID{Name: name})
+		if n == nil {
+			return true
+		}
+		sn := n.Snapshot()
+		return sn.State != machine.Held || sn.Lock != la.m || sn.Suspect
 	},
 		func() string { return "a never heard of the flush" })
 	before := a.Stats().LocalHandoffs
@@ -317,4 +326,295 @@ func TestNoHandoffAfterDataLoss(t *testing.T) {
 		t.Fatalf("a's goroutine acquired after b with token %d, below b's %d", next.Token(), lb.Token())
 	}
 	next.Unlock(ctx)
+}
+
+// TestContendedUnlocksReportNoFalseLoss: with no fault injected, no Unlock
+// reports a loss. One Client with default options; two names, two
+// goroutines on each, every goroutine taking its name and releasing it at
+// once, for 2.5 s. The second busy name contends for the same session, so
+// an Unlock that Redis answers "kept for your next waiter" meets that
+// waiter's own release close behind it: a release sent twice for one hold
+// would find the lock no longer ours on its second run and report a false
+// loss. Stats().Lost stays 0 and no Unlock returns ErrLockLost.
+func TestContendedUnlocksReportNoFalseLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 20*time.Second)
+	names := []string{uniqueName(t), uniqueName(t)}
+	stop := time.Now().Add(2500 * time.Millisecond)
+	var rounds, lost atomic.Int64
+	var firstLoss atomic.Value
+	var wg sync.WaitGroup
+	for _, name := range names {
+		for range 2 {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					l, err := c.Lock(ctx, name)
+					if err != nil {
+						t.Errorf("Lock: %v", err)
+						return
+					}
+					err = l.Unlock(ctx)
+					switch {
+					case errors.Is(err, ErrLockLost):
+						lost.Add(1)
+						firstLoss.CompareAndSwap(nil, err.Error())
+					case err != nil:
+						t.Errorf("Unlock: %v", err)
+						return
+					}
+					rounds.Add(1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	st := c.Stats()
+	t.Logf("%d Lock/Unlock rounds, stats %+v", rounds.Load(), st)
+	if lost.Load() != 0 || st.Lost != 0 {
+		t.Fatalf("no fault was injected, yet %d Unlock calls returned ErrLockLost and Stats().Lost is %d (first: %v)",
+			lost.Load(), st.Lost, firstLoss.Load())
+	}
+}
+
+// TestUnlockAfterTakeoverReportsLoss: a holds a lock (10 s lease, through
+// a fault proxy), Redis loses it, and b acquires it; a's Unlock then
+// reports the loss, not nil, and leaves b's key alone. The hard cases are
+// those where a's connection dropped too (the proxy cuts it just before
+// the Unlock, or Redis restarted): the release's first try fails without
+// a reply and the retry finds b's key, which must not be taken for "the
+// first try released it". There, an error saying that a reply was lost is
+// accepted as well: a's own release could have granted the lock to b, so
+// the outcome is not known, and a loss is reported only from positive
+// evidence. The FLUSHALL and DEL cases, with no dropped connection, must
+// return ErrLockLost.
+func TestUnlockAfterTakeoverReportsLoss(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  bool // drop a's connections after b took over
+		lose func(t *testing.T, srv *redistest.Server, key string)
+	}{
+		{"FLUSHALL, then the connection drops", true, func(t *testing.T, srv *redistest.Server, _ string) { srv.Do(t, "FLUSHALL") }},
+		{"restart", false, func(t *testing.T, srv *redistest.Server, _ string) { srv.Restart(t) }},
+		{"FLUSHALL", false, func(t *testing.T, srv *redistest.Server, _ string) { srv.Do(t, "FLUSHALL") }},
+		{"DEL", false, func(t *testing.T, srv *redistest.Server, key string) { srv.Do(t, "DEL", key) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			p := faultproxy.Start(t, srv.Addr())
+			a := newClientThrough(t, srv, p, DefaultLeaseTTL)
+			b := newClient(t, srv, Options{})
+			ctx := ctxTimeout(t, 10*time.Second)
+			name := uniqueName(t)
+			warm(t, b, name+"-warm")
+			la, err := a.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.lose(t, srv, newKeys(DefaultKeyPrefix, name).Lock)
+			lb := lockWithin(t, b, ctx, name, 5*time.Second)
+			defer lb.Unlock(ctx)
+			if tc.cut {
+				p.Cut()
+			}
+			err = la.Unlock(ctx)
+			switch {
+			case errors.Is(err, ErrLockLost):
+			case (tc.cut || tc.name == "restart") && err != nil && strings.Contains(err.Error(), "a reply was lost"):
+				// The release's first try lost its reply (a cut, or an
+				// idle connection that died with the restart) and the
+				// retry found b's key: a's own release could have granted
+				// it to b, so the outcome is not known (a loss is reported
+				// only from positive evidence: see
+				// TestLostReplyOfGrantingReleaseIsNoLoss).
+			default:
+				t.Fatalf("a's Unlock after b took the lock over: %v, want ErrLockLost", err)
+			}
+			if held := b.Session().Held(); len(held) != 1 || lockOwner(t, srv, DefaultKeyPrefix, name) != held[0].Owner {
+				t.Fatalf("a's Unlock touched b's key: owner %q, b holds %+v", lockOwner(t, srv, DefaultKeyPrefix, name), held)
+			}
+		})
+	}
+}
+
+// TestFlushAndRestartTellPermitAndLeaderHolders: permit and leadership
+// holders hear of a FLUSHALL, and of a reconnect to a Redis restarted
+// empty, as lock holders do: at once, not at their next renewal, while a
+// queued waiter or campaigner woken by the same notice takes over.
+//
+// FLUSHALL cases: a permit holder (limit 1) and a leader (6 s lease,
+// renewals every 2 s), each with a waiter of another client queued behind
+// it; FLUSHALL; the holder's Done must close within 300 ms, as a lock
+// holder's does (within about 1 ms). The waiter takes over within a few
+// milliseconds; a holder told at its next renewal would hear of the loss
+// about 2 s after the flush.
+//
+// Restart cases: Redis killed and restarted empty while a leader (or a
+// permit holder, limit 1) holds with a 6 s lease and another client's
+// campaign (or Acquire) is queued: the old holder's Done must be closed no
+// later than 100 ms after the new holder's call returned (both hear of
+// the dropped connection at the kill; a lock holder is told within about
+// a millisecond of its successor). With a 6 s lease a holder told at its
+// next renewal would hear of it ~1.6 s after its successor took over;
+// with a 1 s lease renewal retries during the restart shrink that to
+// 54-293 ms, too close to the bound to fail reliably.
+func TestFlushAndRestartTellPermitAndLeaderHolders(t *testing.T) {
+	t.Parallel()
+	type acquirer func(t *testing.T, c *Client, name string) func(ctx context.Context) (*Lock, error)
+	permit := func(t *testing.T, c *Client, name string) func(ctx context.Context) (*Lock, error) {
+		m, err := c.Semaphore(name, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Acquire
+	}
+	leader := func(value string) acquirer {
+		return func(t *testing.T, c *Client, name string) func(ctx context.Context) (*Lock, error) {
+			e, err := c.Election(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func(ctx context.Context) (*Lock, error) { return e.Campaign(ctx, value) }
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		a, b    acquirer
+		lease   time.Duration
+		restart bool
+	}{
+		{"FLUSHALL/permit", permit, permit, 6 * time.Second, false},
+		{"FLUSHALL/leader", leader("A"), leader("B"), 6 * time.Second, false},
+		{"restart/leader", leader("A"), leader("B"), 6 * time.Second, true},
+		{"restart/permit", permit, permit, 6 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			ctx := ctxTimeout(t, 15*time.Second)
+			a := newClient(t, srv, Options{LeaseTTL: tc.lease})
+			b := newClient(t, srv, Options{LeaseTTL: tc.lease})
+			name := uniqueName(t)
+			la, err := tc.a(t, a, name)(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qb := onQueue(b)
+			bGot := make(chan lockResult, 1)
+			acquireB := tc.b(t, b, name)
+			go func() {
+				l, err := acquireB(ctx)
+				bGot <- lockResult{l, err}
+			}()
+			waitFor(t, qb, 5*time.Second, "b to queue")
+			var bAt time.Time
+			var lb *Lock
+			if !tc.restart {
+				srv.Do(t, "FLUSHALL")
+				flushed := time.Now()
+				r := waitFor(t, bGot, 5*time.Second, "b to take over after the flush")
+				bAt, lb = time.Now(), r.l
+				if r.err != nil {
+					t.Fatalf("b: %v", r.err)
+				}
+				select {
+				case <-la.Done():
+				case <-time.After(3 * time.Second):
+				}
+				told := time.Since(flushed)
+				t.Logf("b took over %v after the flush; a was told after %v (Err %v)",
+					bAt.Sub(flushed).Round(100*time.Microsecond), told.Round(time.Millisecond), la.Err())
+				if told > 300*time.Millisecond {
+					t.Errorf("a's Done closed %v after FLUSHALL (b held it %v after the flush), want within 300 ms",
+						told.Round(time.Millisecond), bAt.Sub(flushed).Round(time.Millisecond))
+				}
+			} else {
+				aDone := make(chan time.Time, 1)
+				go func() {
+					select {
+					case <-la.Done():
+						aDone <- time.Now()
+					case <-ctx.Done():
+						aDone <- time.Time{}
+					}
+				}()
+				srv.Restart(t)
+				restarted := time.Now()
+				r := waitFor(t, bGot, 10*time.Second, "b to take over after the restart")
+				bAt, lb = time.Now(), r.l
+				if r.err != nil {
+					t.Fatalf("b: %v", r.err)
+				}
+				aAt := waitFor(t, aDone, 10*time.Second, "a's loss signal")
+				overlap := aAt.Sub(bAt)
+				t.Logf("b took over %v after the restart; a was told %v after b's call returned",
+					bAt.Sub(restarted).Round(time.Millisecond), overlap.Round(time.Millisecond))
+				if overlap > 100*time.Millisecond {
+					t.Errorf("two holders: a's Done closed %v after b's call returned, want at most 100 ms", overlap.Round(time.Millisecond))
+				}
+			}
+			if !errors.Is(la.Err(), ErrLockLost) {
+				t.Errorf("a's Err: %v, want ErrLockLost", la.Err())
+			}
+			lb.Unlock(ctx)
+		})
+	}
+}
+
+// TestLostReplyOfGrantingReleaseIsNoLoss: a release that granted the lock
+// on to a queued session and lost its reply is not a loss. An EOF on the
+// non-tracking connection does not show that the script ran nothing, and
+// a retry that finds the grantee's owner cannot tell that grant from a
+// takeover: a loss is reported only from positive evidence, so Unlock
+// returns no ErrLockLost and Stats.Lost does not count one.
+//
+// Three rounds: a holds (through a proxy; lease 20 s), b queues; a's
+// Unlock runs with replies held up 200 ms; once Redis shows b as owner,
+// the proxy cuts a's connections (the reply is lost). Unlock must not
+// return ErrLockLost, and a's Stats().Lost must stay 0.
+func TestLostReplyOfGrantingReleaseIsNoLoss(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	p := faultproxy.Start(t, srv.Addr())
+	a := newClient(t, srv, Options{LeaseTTL: 20 * time.Second,
+		Redis: redisOpt(func(o *rueidisOption) { o.InitAddress = []string{p.Addr()} })})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 60*time.Second)
+	for round := range 3 {
+		name := uniqueName(t)
+		la, err := a.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine := lockOwner(t, srv, DefaultKeyPrefix, name)
+		qb := onQueue(b)
+		bGot := lockAsync(b, ctx, name)
+		waitFor(t, qb, 5*time.Second, "b to queue")
+		p.SetLatency(200*time.Millisecond, 0)
+		errc := make(chan error, 1)
+		go func() { errc <- la.Unlock(ctx) }()
+		for end := time.Now().Add(5 * time.Second); ; {
+			if o := lockOwner(t, srv, DefaultKeyPrefix, name); o != mine && o != "" {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatal("the release did not run within 5 s")
+			}
+		}
+		p.Cut() // the reply, still held up, is lost
+		p.SetLatency(0, 0)
+		err = waitFor(t, errc, 25*time.Second, "Unlock")
+		rb := waitFor(t, bGot, 5*time.Second, "b's grant")
+		if rb.err != nil {
+			t.Fatalf("round %d: b: %v", round, rb.err)
+		}
+		rb.l.Unlock(ctx)
+		t.Logf("round %d: Unlock: %v; Stats().Lost %d", round, err, a.Stats().Lost)
+		if errors.Is(err, ErrLockLost) {
+			t.Errorf("round %d: Unlock whose release granted the lock on (reply lost): %v, want no ErrLockLost", round, err)
+		}
+	}
+	if n := a.Stats().Lost; n != 0 {
+		t.Errorf("Stats().Lost is %d; no lock was lost", n)
+	}
 }

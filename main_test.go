@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/keyspace"
+	"github.com/batonlock/baton/internal/machine"
 	"github.com/batonlock/baton/internal/redistest"
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 )
@@ -20,6 +23,9 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
+	}
+	if os.Getenv(stallChildEnv) != "" {
+		os.Exit(runStallChild())
 	}
 	goleak.VerifyTestMain(m, redistest.KnownLeaks()...)
 }
@@ -173,7 +179,7 @@ func lockHeld(t testing.TB, srv interface {
 	Do(testing.TB, ...string) rueidis.RedisResult
 }, name string) bool {
 	t.Helper()
-	v, err := srv.Do(t, "GET", newKeys("baton", name).lock).ToString()
+	v, err := srv.Do(t, "GET", newKeys("baton", name).Lock).ToString()
 	return err == nil && !strings.HasPrefix(v, "~")
 }
 
@@ -181,7 +187,7 @@ func lockHeld(t testing.TB, srv interface {
 // lock is free (no key, or a "~<fence>" marker of a released lock).
 func lockOwner(t testing.TB, srv *redistest.Server, prefix, name string) string {
 	t.Helper()
-	v, err := srv.Do(t, "GET", newKeys(prefix, name).lock).ToString()
+	v, err := srv.Do(t, "GET", newKeys(prefix, name).Lock).ToString()
 	if err != nil || strings.HasPrefix(v, "~") {
 		return ""
 	}
@@ -290,3 +296,23 @@ func contend(t *testing.T, ctx context.Context, cs []*Client, name string, perCl
 	t.Logf("acquisitions per client: %v", counts)
 	return counts, total
 }
+
+// newKeys, newSemKeys and newElectKeys are the keys of a lock, a
+// semaphore and an election, as the client names them.
+func newKeys(prefix, name string) wire.Keys {
+	return wire.Deployment{Prefix: prefix}.Keys(machine.ID{Name: name})
+}
+
+func newSemKeys(prefix, name string) wire.Keys {
+	return wire.Deployment{Prefix: prefix}.Keys(machine.ID{Name: name, Kind: machine.SemKind})
+}
+
+func newElectKeys(prefix, name string) wire.Keys {
+	return wire.Deployment{Prefix: prefix}.Keys(machine.ID{Name: name, Kind: machine.ElectKind})
+}
+
+func grantChannel(prefix, name string) string { return keyspace.GrantChannel(prefix, name) }
+
+func semGrantChannel(prefix, name string) string { return wire.SemGrantChannel(prefix, name) }
+
+func electChannel(prefix, name string) string { return wire.ElectChannel(prefix, name) }

@@ -17,11 +17,10 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// What errors and logs say (issue 17, items 2, 10 and 11): every error
-// names the address or the name concerned and what to check, once
-// prefixed "baton: ", in the words of the primitive; a script refused by
-// an ACL names the command; a clean Close logs nothing; tokens are logged
-// as strings.
+// What errors and logs say: every error names the address or the name
+// concerned and what to check, once prefixed "baton: ", in the words of
+// the primitive; a script refused by an ACL names the command; a clean
+// Close logs nothing; tokens are logged as strings.
 
 // serveTCP starts a TCP listener on a free loopback port that handles each
 // connection with serve, closed at the test's end.
@@ -97,7 +96,7 @@ func TestErrorsSayWhat(t *testing.T) {
 	cancel()
 	m, _ := c.Semaphore(name, 2)
 	e, _ := c.Election(name)
-	srv.Do(t, "SET", newKeys(DefaultKeyPrefix, name).lock, "foreign")
+	srv.Do(t, "SET", newKeys(DefaultKeyPrefix, name).Lock, "foreign")
 	_, tryErr := c.TryLock(ctx, name)
 	_, permErr := m.Acquire(done)
 	_, tryPermErr := m.TryAcquire(done)
@@ -158,7 +157,7 @@ func TestQuietClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).lock)
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).Lock)
 	waitFor(t, l.Done(), 5*time.Second, "the loss")
 	if _, err := c.Lock(ctx, name+"-held"); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonlock/baton/internal/script"
+	"github.com/batonlock/baton/internal/machine"
 	"github.com/redis/rueidis"
 )
 
@@ -23,70 +23,33 @@ func (c *Client) onMessage(m rueidis.PubSubMessage) {
 	if !ok1 || !ok2 || err != nil || !strings.HasPrefix(member, c.id) {
 		return // on a shard channel, grants to other clients
 	}
-	id := nameID{name: lname}
+	id := machine.ID{Name: lname}
 	smember := member
 	if sm, slot, ok := strings.Cut(member, "."); ok {
-		id.kind = semKind
+		id.Kind = machine.SemKind
 		if e, ok := strings.CutPrefix(slot, "e"); ok {
-			id.kind, slot = electKind, e // an election's campaign slot: "<member>.e<slot>"
+			id.Kind, slot = machine.ElectKind, e // an election's campaign slot: "<member>.e<slot>"
 		}
 		k, err := strconv.Atoi(slot)
-		if err != nil || k < 0 || k >= maxSlots {
+		if err != nil || k < 0 || k >= machine.MaxSlots {
 			return
 		}
-		smember, id.slot = sm, int32(k)
+		smember, id.Slot = sm, int32(k)
 	}
 	s := c.session(smember)
-	if fence == 0 {
+	switch {
+	case fence == 0 && s != nil && id.Kind == machine.LockKind:
 		// A recall: another session asks for a lock we may keep cached.
-		if s != nil && id.kind == lockKind {
-			s.recallName(lname, read)
-		}
-		return
-	}
-	if s == nil {
+		s.step(func(time.Time) { s.m.Recalled(lname, read) })
+	case fence == 0:
+	case s == nil:
 		// A session of ours that has closed: pass the lock on.
-		c.spawn(func(ctx context.Context) {
-			k, sc := newKeys(c.prefix, lname), script.Release
-			via, ann := c.viaName(lname), ""
-			switch id.kind {
-			case semKind:
-				k, sc = newSemKeys(c.prefix, lname), script.SemRelease
-			case electKind:
-				k, sc, ann = newElectKeys(c.prefix, lname), script.SemRelease, c.announce(lname)
-			}
-			if c.sharded && id.kind.permit() {
-				via = "S:" + semGrantChannel(c.prefix, lname)
-			}
-			script.Run(ctx, c.rc, script.Pipe{}, sc, k.list(), []string{member + ":" + fs, member,
-				strconv.FormatInt(c.def.lease.Milliseconds(), 10), "0", via, lname, "0", "0", ann})
-		})
-		return
+		oc := machine.OrphanRelease(id, member, fence)
+		leaseMs := strconv.FormatInt(c.def.lease.Milliseconds(), 10)
+		c.spawn(func(ctx context.Context) { c.send(ctx, oc, leaseMs, "0") })
+	default:
+		s.step(func(time.Time) { s.m.Granted(id, fence, read) })
 	}
-	g := grant{fence: fence, read: read}
-	var n *name
-	req, e := s.transitionName(id, func(m *name, now time.Time) effects {
-		n = m
-		return m.granted(g, now)
-	})
-	s.signal(&e)
-	if req != nil {
-		s.background(n, req)
-	}
-}
-
-// recallName applies a recall of lname read at read: to its machine, if
-// any, else it is remembered (an Unlock soon after does not cache it).
-func (s *Session) recallName(lname string, read time.Time) {
-	var a after
-	s.mu.Lock()
-	if n := s.names[nameID{name: lname}]; n != nil {
-		a.add(s, n, n.recall(read))
-	} else {
-		s.noteRecall(lname, read)
-	}
-	s.mu.Unlock()
-	a.do(s)
 }
 
 // onInvalidations is rueidis's tracking callback. A key we read while
@@ -109,7 +72,7 @@ func (c *Client) onInvalidations(msgs []rueidis.RedisMessage) {
 			continue
 		}
 		for _, s := range c.allSessions() {
-			s.each(lname, func(n *name) effects { return n.invalidated(now) })
+			s.step(func(time.Time) { s.m.Invalidated(lname, now) })
 		}
 	}
 }
@@ -125,10 +88,7 @@ func (c *Client) recheckAll() {
 	now := time.Now()
 	count := 0
 	for _, s := range c.allSessions() {
-		s.each("", func(n *name) effects {
-			count++
-			return n.reconnected(now)
-		})
+		s.step(func(time.Time) { count += s.m.Reconnected(now) })
 	}
 	c.report(context.Background(), Event{Kind: Rechecked, Count: count})
 }
@@ -165,23 +125,4 @@ func (c *Client) subscribe() {
 			return
 		}
 	}
-}
-
-// via says how scripts announce grants for n's name; see viaName.
-func (c *Client) via(n *name) string {
-	if c.sharded && n.id.kind.permit() {
-		return "S:" + semGrantChannel(c.prefix, n.id.name)
-	}
-	return c.viaName(n.id.name)
-}
-
-// viaName says how release scripts announce grants for lock name: on the grantee's
-// client channel, or on Redis Cluster on the name's shard channel, which the
-// key's own node delivers (a classic PUBLISH crosses the cluster bus, which
-// Redis 7.0 sends without TCP_NODELAY: tens of ms).
-func (c *Client) viaName(name string) string {
-	if c.sharded {
-		return "S:" + grantChannel(c.prefix, name)
-	}
-	return c.viaC
 }

@@ -2,9 +2,13 @@ package baton
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
+
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 )
 
@@ -19,9 +23,13 @@ import (
 // The channel holds one value: a reader that keeps up gets every change;
 // a slow one gets the latest leader, not a backlog. The channel is closed
 // (by a goroutine of the client, which Client.Close waits for) when ctx
-// ends or the client closes. If Redis cannot be read, nothing is sent
-// until it can. Observe is safe for concurrent use; Observe calls of one
-// client on one name share one subscription.
+// ends or the client closes. If Redis cannot be read for a passing reason
+// (a dropped connection, a failover), nothing is sent until it can. If
+// Redis refuses it for good (an ACL user without a command the leader read
+// needs, or without the election's channel), Observe warns through
+// Options.Logger (the election and the error), tells the Observer
+// (ObserveFailed) and closes the channel. Observe is safe for concurrent
+// use; Observe calls of one client on one name share one subscription.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 1)
 	if !e.s.c.spawn(func(bg context.Context) {
@@ -76,18 +84,17 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		case <-timer.C:
 			reread = true
 		}
-		evs, resub := w.take()
+		evs, resub, refused := w.take()
+		if refused != nil {
+			c.observeFailed(ctx, e.name, refused)
+			return
+		}
 		subscribed = subscribed || resub
 		if !subscribed {
 			continue
 		}
-		changed := false
-		for _, ev := range evs {
-			if ev.after(cur) {
-				cur, changed = ev, true
-			}
-		}
-		if changed {
+		var changed bool
+		if cur, changed = latest(cur, evs); changed {
 			arm()
 			if sent {
 				send() // the latest of the batch: a slow reader gets no backlog
@@ -96,7 +103,11 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		if !resub && !reread && sent {
 			continue
 		}
-		r, err := c.readLeader(ctx, e.name)
+		r, err := e.read(ctx, bg)
+		if err != nil && classify(ctx, ctx, err) == machine.Refused {
+			c.observeFailed(ctx, e.name, err)
+			return
+		}
 		if err != nil {
 			// Try again later; the subscription goes on meanwhile.
 			timer.Reset(bo.NextBackOff())
@@ -113,6 +124,40 @@ func (e *Election) observe(ctx, bg context.Context, out chan Leader) {
 		arm()
 		send()
 	}
+}
+
+// latest returns the latest of cur and the announcements evs, and
+// whether it is one of evs.
+func latest(cur leaderState, evs []leaderState) (leaderState, bool) {
+	changed := false
+	for _, ev := range evs {
+		if ev.after(cur) {
+			cur, changed = ev, true
+		}
+	}
+	return cur, changed
+}
+
+// read is observe's leader read: it ends with ctx, when the client closes
+// (bg) and at the latest after a lease. The deadline bounds more than the
+// wait for a reply: a read that finds its connection dead dials a new one,
+// and rueidis bounds the handshake (HELLO...) by the deadline of the
+// caller's ctx or else its dial timeout (5 s by default), never by the
+// ctx's cancellation, nor by Client.Close, which closes only connections
+// made. Without it, a read that met Redis stalled held Close up for the
+// dial timeout and again for each try.
+func (e *Election) read(ctx, bg context.Context) (leaderState, error) {
+	rctx, cancel := context.WithTimeout(ctx, e.s.lease)
+	defer cancel()
+	defer context.AfterFunc(bg, cancel)()
+	return e.s.c.readLeader(rctx, e.name)
+}
+
+// observeFailed reports that Observe of election lname stops on err, an
+// error that time does not mend.
+func (c *Client) observeFailed(ctx context.Context, lname string, err error) {
+	c.report(ctx, Event{Kind: ObserveFailed, Primitive: PrimitiveElection, Name: lname,
+		Err: fmt.Errorf("baton: observe election %q: %w", truncate(lname), err)})
 }
 
 // deliver puts v in out (capacity 1, sent to by one goroutine), replacing
@@ -138,10 +183,11 @@ const maxPending = 1024
 // watcher is the inbox of one Observe goroutine: the subscription loop
 // puts announcements and confirmations in, the goroutine takes them.
 type watcher struct {
-	mu     sync.Mutex    // protects events, resub
-	events []leaderState // announcements not yet taken, in arrival order
-	resub  bool          // a subscription was confirmed since the last take
-	wake   chan struct{} // size 1: merged wake-ups of the goroutine
+	mu      sync.Mutex    // protects events, resub, refused
+	events  []leaderState // announcements not yet taken, in arrival order
+	resub   bool          // a subscription was confirmed since the last take
+	refused error         // Redis refused the subscription (an ACL without the channel)
+	wake    chan struct{} // size 1: merged wake-ups of the goroutine
 }
 
 // push adds an announcement, or with ev nil a confirmed subscription.
@@ -157,13 +203,22 @@ func (w *watcher) push(ev *leaderState) {
 	wake(w.wake)
 }
 
-// take returns what came since the last take.
-func (w *watcher) take() ([]leaderState, bool) {
+// refuse records that Redis refused the subscription with err.
+func (w *watcher) refuse(err error) {
+	w.mu.Lock()
+	w.refused = err
+	w.mu.Unlock()
+	wake(w.wake)
+}
+
+// take returns what came since the last take, and why the subscription
+// was refused, if it was.
+func (w *watcher) take() ([]leaderState, bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	evs, resub := w.events, w.resub
 	w.events, w.resub = nil, false
-	return evs, resub
+	return evs, resub, w.refused
 }
 
 // watchElection adds w to the client's subscription of lname's
@@ -171,10 +226,11 @@ func (w *watcher) take() ([]leaderState, bool) {
 // it out again. A subscription confirmed already counts for w at once.
 func (c *Client) watchElection(lname string, w *watcher) func() {
 	leave, ready := listen(c, c.electSubs, channel[*watcher]{
-		name:  electChannel(c.prefix, lname),
+		name:  wire.ElectChannel(c.prefix, lname),
 		shard: c.sharded,
 		message: func(m rueidis.PubSubMessage, ws []*watcher) {
 			if ev, ok := parseElectEvent(m.Message); ok {
+				c.announced(lname, ev)
 				for _, w := range ws {
 					w.push(&ev)
 				}
@@ -185,10 +241,29 @@ func (c *Client) watchElection(lname string, w *watcher) func() {
 				w.push(nil)
 			}
 		},
+		refused: func(ws []*watcher, err error) {
+			for _, w := range ws {
+				w.refuse(err)
+			}
+		},
 		backoff: time.Second,
 	}, w)
 	if ready {
 		w.push(nil)
 	}
 	return leave
+}
+
+// announced applies an announcement of election lname to the campaign
+// slots of the client's sessions that lead it (see machine's Announced): a
+// leadership that Observe already shows as taken is not believed held
+// until the next renewal.
+func (c *Client) announced(lname string, ev leaderState) {
+	member := ev.member
+	if !ev.held {
+		member = ""
+	}
+	for _, s := range c.allSessions() {
+		s.step(func(now time.Time) { s.m.Announced(lname, ev.fence, member, now) })
+	}
 }

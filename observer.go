@@ -5,8 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
+
+	"github.com/batonlock/baton/internal/machine"
 )
 
 // Observer is told of a Client's lock events, for metrics, traces and
@@ -17,7 +18,7 @@ import (
 // Observe is called synchronously, outside every lock of baton, from the
 // goroutine where the event happened: the caller of Lock, TryLock or Unlock
 // for their own events, the renewal loop or a Redis reply goroutine for
-// losses and renewal failures. It must return quickly (count, record, hand
+// losses and renewal failures, an Observe goroutine for ObserveFailed. It must return quickly (count, record, hand
 // off to a channel) and must be safe for concurrent use; it may call any
 // method of the Client. Events of one lock come in order in one goroutine,
 // but a loss found by the renewal loop can be observed before the
@@ -65,9 +66,15 @@ const (
 	// looks again at every name: holds are checked, waiters ask Redis.
 	// Count is the number of names.
 	Rechecked
+	// ObserveFailed: an Election's Observe stopped and closed its channel
+	// because Redis refused it for good (an ACL without a command the
+	// leader read needs, or without the election's channel); passing
+	// errors are retried and reported by nothing. Primitive
+	// (PrimitiveElection), Name and Err are set; ctx is Observe's.
+	ObserveFailed
 )
 
-var eventNames = [...]string{"", "waiting", "acquired", "gave_up", "released", "lost", "renewal_failed", "rechecked"}
+var eventNames = [...]string{"", "waiting", "acquired", "gave_up", "released", "lost", "renewal_failed", "rechecked", "observe_failed"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k != 0 {
@@ -130,22 +137,22 @@ func (p Primitive) String() string {
 }
 
 // kind is the kind of machine that stands for p.
-func (p Primitive) kind() kind {
+func (p Primitive) kind() machine.Kind {
 	switch p {
 	case PrimitiveSemaphore:
-		return semKind
+		return machine.SemKind
 	case PrimitiveElection:
-		return electKind
+		return machine.ElectKind
 	}
-	return lockKind
+	return machine.LockKind
 }
 
-// primitive is the Primitive a machine of kind k stands for.
-func (k kind) primitive() Primitive {
+// primitiveOf is the Primitive a machine of kind k stands for.
+func primitiveOf(k machine.Kind) Primitive {
 	switch k {
-	case semKind:
+	case machine.SemKind:
 		return PrimitiveSemaphore
-	case electKind:
+	case machine.ElectKind:
 		return PrimitiveElection
 	}
 	return PrimitiveLock
@@ -166,7 +173,7 @@ type Event struct {
 	// (a Waiting event came first).
 	Queued bool
 	Held   time.Duration // Released, Lost: since the lock was acquired
-	Err    error         // GaveUp, Lost, RenewalFailed; Released by Close: ErrClosed
+	Err    error         // GaveUp, Lost, RenewalFailed, ObserveFailed; Released by Close: ErrClosed
 	Count  int           // RenewalFailed, Rechecked
 }
 
@@ -192,21 +199,27 @@ func (c *Client) logEvent(ctx context.Context, ev Event) {
 			slog.String("error", ev.Err.Error()))
 	case Rechecked:
 		c.log.LogAttrs(ctx, slog.LevelDebug, "baton: connection dropped; checking every name again", slog.Int("names", ev.Count))
+	case ObserveFailed:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "baton: observing an election stopped: Redis refused it", slog.String("name", ev.Name),
+			slog.String("error", ev.Err.Error()))
 	}
 }
 
-// reportEnded reports locks that a caller had and that ended by loss or
-// Close.
-func (c *Client) reportEnded(ls []*Lock) {
+// reportEnded reports the locks of ls that a caller had and that ended by
+// loss or Close.
+func (c *Client) reportEnded(ls []*machine.Lock) {
 	if len(ls) == 0 || c.obs == nil && c.log == nil {
 		return
 	}
 	now := time.Now()
 	for _, l := range ls {
-		// l.err was set before the transition that ended l unlocked, and
-		// never changes again.
-		ev := Event{Kind: Released, Primitive: l.n.id.kind.primitive(), Name: l.n.id.name, Token: l.token, Held: now.Sub(l.acquired), Err: l.err}
-		if errors.Is(l.err, ErrLockLost) {
+		// l.Err was set in the transition that ended l, and never changes
+		// again; so was Given.
+		if !l.Given || l.Err == ErrUnlocked {
+			continue
+		}
+		ev := Event{Kind: Released, Primitive: primitiveOf(l.Name.ID.Kind), Name: l.Name.ID.Name, Token: l.Token, Held: now.Sub(l.Acquired), Err: l.Err}
+		if errors.Is(l.Err, ErrLockLost) {
 			ev.Kind = Lost
 		}
 		c.report(context.Background(), ev)
@@ -216,43 +229,43 @@ func (c *Client) reportEnded(ls []*Lock) {
 // observeCall reports the end of a Lock (wait) or TryLock call begun at
 // start; c.obs is set.
 func (c *Client) observeCall(ctx context.Context, p Primitive, lname string, wait bool, w *waiter, start time.Time, l *Lock, err error) {
-	queued := w != nil && w.slept
+	queued := w != nil && w.m != nil && w.m.Slept
 	switch {
 	case l != nil:
-		c.obs.Observe(ctx, Event{Kind: Acquired, Primitive: p, Name: lname, Token: l.token, How: l.how, Wait: time.Since(start), Queued: queued})
+		c.obs.Observe(ctx, Event{Kind: Acquired, Primitive: p, Name: lname, Token: l.m.Token, How: How(l.m.How), Wait: time.Since(start), Queued: queued})
 	case wait:
 		c.obs.Observe(ctx, Event{Kind: GaveUp, Primitive: p, Name: lname, Wait: time.Since(start), Queued: queued, Err: err})
 	}
 }
 
-// Stats are counters since New. Read them with Client.Stats.
+// Stats are counters since New, of every primitive together: locks
+// (Lock, TryLock, Do), semaphore permits (Acquire, TryAcquire) and
+// election leaderships (Campaign), each a *Lock; an Observer tells them
+// apart (Event.Primitive). Read them with Client.Stats.
 type Stats struct {
-	Acquired      uint64 // locks returned by Lock and TryLock, by any path
-	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis
+	Acquired      uint64 // locks, permits and leaderships returned to callers, by any path (Acquired events)
+	LocalHandoffs uint64 // of those, handed from a goroutine of the same session without Redis: locks only
 	Granted       uint64 // of those, granted by another session's release
-	Cached        uint64 // of those, taken from the session's cache without Redis (Options.CacheIdle)
-	Waits         uint64 // Lock calls that waited before they got the lock (Waiting events that ended in Acquired)
-	Timeouts      uint64 // Lock calls that gave up because ctx ended
-	Lost          uint64 // losses signalled to callers: held locks lost before Unlock (Done closed), or whose Unlock returned ErrLockLost
+	Cached        uint64 // of those, taken from the session's cache without Redis (Options.CacheIdle): locks only
+	Waits         uint64 // Lock, Acquire and Campaign calls that waited before they got it (Waiting events that ended in Acquired)
+	Timeouts      uint64 // Lock, Acquire and Campaign calls that gave up because ctx ended
+	Lost          uint64 // losses signalled to callers: held locks, permits and leaderships lost before Unlock (Done closed), or whose Unlock returned ErrLockLost
 	RenewalErrors uint64 // renewal round trips that failed (and were retried) or went unanswered for a tick
-	Held          int    // locks held now
+	Held          int    // locks, permits and leaderships held now (Session.Held of every session)
 }
 
-type counters struct {
-	acquired, handoffs, granted, cached, waits, timeouts, lost, renewErrs atomic.Uint64
-}
-
-// Stats returns the client's counters and the number of locks held now.
+// Stats returns the client's counters and the number of locks, permits
+// and leaderships held now.
 func (c *Client) Stats() Stats {
 	st := Stats{
-		Acquired:      c.stats.acquired.Load(),
-		LocalHandoffs: c.stats.handoffs.Load(),
-		Granted:       c.stats.granted.Load(),
-		Cached:        c.stats.cached.Load(),
-		Waits:         c.stats.waits.Load(),
-		Timeouts:      c.stats.timeouts.Load(),
-		Lost:          c.stats.lost.Load(),
-		RenewalErrors: c.stats.renewErrs.Load(),
+		Acquired:      c.stats.Acquired.Load(),
+		LocalHandoffs: c.stats.Handoffs.Load(),
+		Granted:       c.stats.Granted.Load(),
+		Cached:        c.stats.Cached.Load(),
+		Waits:         c.stats.Waits.Load(),
+		Timeouts:      c.stats.Timeouts.Load(),
+		Lost:          c.stats.Lost.Load(),
+		RenewalErrors: c.stats.RenewErrs.Load(),
 	}
 	for _, s := range c.allSessions() {
 		st.Held += len(s.Held())

@@ -193,7 +193,7 @@ func TestObserverEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "DEL", newKeys("baton", lost).lock)
+	srv.Do(t, "DEL", newKeys("baton", lost).Lock)
 	<-ll.Done()
 	rb.await(t, Lost)
 	if ev := rb.of(Lost, lost); len(ev) != 1 || !errors.Is(ev[0].Err, ErrLockLost) || ev[0].Token != ll.Token() {

@@ -3,7 +3,9 @@ package baton
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,17 +25,33 @@ const (
 	MinLeaseTTL = 100 * time.Millisecond
 )
 
-// Options configure a Client. The zero value of every field but Redis
-// selects its default.
+// Options configure a Client. The zero value of every field but Redis (or
+// Client) selects its default.
 type Options struct {
-	// Redis says where Redis is. baton builds, owns and closes two rueidis
-	// clients from it: one for uncontended acquisitions and releases, one
-	// (with tracking) for waiting, grants and renewals. Unless set,
+	// Redis says where Redis is (unless Client is set). baton builds, owns
+	// and closes two rueidis clients from it: one for uncontended
+	// acquisitions and releases, one (with tracking) for waiting, grants
+	// and renewals. Unless set,
 	// ClientTrackingOptions becomes {"OPTIN", "NOLOOP"} so that our own
 	// writes never wake our own waiters. With DisableCache (or a server
 	// without RESP3) waiters rely on the release channel and expiry timers
 	// instead of tracking invalidations.
 	Redis rueidis.ClientOption
+
+	// Client, if set, is a rueidis client of the caller's that baton uses
+	// instead of building its own from Redis (which must then be left
+	// empty), so that a service shares its connections with baton. baton
+	// never closes it: Close ends baton's subscriptions on it and leaves it
+	// open. It must allow pub/sub (grants arrive as messages: SUBSCRIBE,
+	// and SSUBSCRIBE on Redis Cluster; RESP2 or RESP3) and what the
+	// README's ACL line allows. baton cannot hear its tracking
+	// invalidations (a rueidis client's OnInvalidations is fixed when it
+	// is built), so baton works as with Redis.DisableCache whatever its
+	// caching: Tracking reports false, waiting still never polls (grants
+	// by pub/sub, expiry timers), and a holder hears of an outside change
+	// of its key at its next renewal (LeaseTTL/3) instead of at once.
+	// Default nil: baton builds its own two clients from Redis.
+	Client rueidis.Client
 
 	// KeyPrefix begins every key baton writes: "<prefix>:{<name>}" holds the
 	// owner token and fence while held ("<member>:<fence>") and the last
@@ -116,9 +134,10 @@ type Options struct {
 	Instance string
 
 	// Logger, if set, receives a warning for each lost lock (name and
-	// cause) and for failed renewal round trips (at most one line per
-	// tick), and a debug line when a dropped connection makes the client
-	// look at every name again. Nothing is logged on the path of a Lock or
+	// cause), for failed renewal round trips (at most one line per tick)
+	// and for an Election's Observe that Redis refuses for good (name and
+	// error; see Observe), and a debug line when a dropped connection
+	// makes the client look at every name again. Nothing is logged on the path of a Lock or
 	// Unlock that goes well. Default nil: nothing is logged.
 	Logger *slog.Logger
 }
@@ -126,6 +145,9 @@ type Options struct {
 // fill sets the defaults of zero fields and rejects values out of range,
 // naming the field.
 func (opt *Options) fill() error {
+	if opt.Client != nil && len(opt.Redis.InitAddress) > 0 {
+		return fmt.Errorf("%w: Client and Redis.InitAddress are both set: give one of them", ErrInvalidOptions)
+	}
 	if opt.KeyPrefix == "" {
 		opt.KeyPrefix = DefaultKeyPrefix
 	}
@@ -179,4 +201,13 @@ func checkLease(field string, d time.Duration) error {
 		return fmt.Errorf("%w: %s %v is longer than 24h", ErrInvalidOptions, field, d)
 	}
 	return nil
+}
+
+// addrs names where the options connect, for error messages: Redis's
+// addresses, or the nodes Client knows.
+func (opt *Options) addrs() string {
+	if opt.Client != nil {
+		return strings.Join(slices.Sorted(maps.Keys(opt.Client.Nodes())), ",")
+	}
+	return strings.Join(opt.Redis.InitAddress, ",")
 }

@@ -72,7 +72,7 @@ func TestCohortBound(t *testing.T) {
 // injectEntry queues a fake session for name, as a crashed process would
 // leave it, with its deadline offset from now.
 func injectEntry(t *testing.T, srv *redistest.Server, name, member string, deadline, lease time.Duration) {
-	srv.Do(t, "RPUSH", newKeys("baton", name).queue(), queueEntry(member, time.Now().Add(deadline), lease))
+	srv.Do(t, "RPUSH", newKeys("baton", name).Queue(), queueEntry(member, time.Now().Add(deadline), lease))
 }
 
 // queueEntry is the queue entry of member, live until deadline, asking for
@@ -185,11 +185,11 @@ func TestGrantToWaiterThatGaveUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := newKeys("baton", name)
-	v0, _ := srv.Do(t, "GET", k.lock).ToString()
-	if n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
+	v0, _ := srv.Do(t, "GET", k.Lock).ToString()
+	if n, _ := srv.Do(t, "EXISTS", k.Queue()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
 		t.Logf("n=%d lock then %q", n, v0)
-		q, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice()
-		v, _ := srv.Do(t, "GET", k.lock).ToString()
+		q, _ := srv.Do(t, "LRANGE", k.Queue(), "0", "-1").AsStrSlice()
+		v, _ := srv.Do(t, "GET", k.Lock).ToString()
 		t.Fatalf("left: queue %v lock %q (a %s, b %s, c %s)", q, v, a.id[:6], b.id[:6], c.id[:6])
 	}
 }
@@ -198,8 +198,8 @@ func TestGrantToWaiterThatGaveUp(t *testing.T) {
 // outside (it has not heard of it: no held-key tracking here) releases
 // with the key gone; its release serves the session queued behind it,
 // which nothing else would wake until its timer (the holder's lease).
-// Found by the workload's outside shape; fails without release.lua's
-// serving a key gone under queued sessions.
+// It fails if release.lua does not serve the queue of a key that is gone
+// (the workload's outside shape meets the case too).
 func TestReleaseServesQueueOfDeletedKey(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newClient(t, srv, Options{DisableHeldTracking: true})
@@ -211,7 +211,7 @@ func TestReleaseServesQueueOfDeletedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := queuedLock(t, b, ctx, name)
-	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).lock)
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).Lock)
 	if err := la.Unlock(ctx); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("Unlock of a deleted key: %v, want ErrLockLost", err)
 	}
@@ -248,7 +248,7 @@ func TestSemaphoreQueueEntryOfCrashedSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			k := newSemKeys("baton", name)
-			srv.Do(t, "RPUSH", k.queue(), queueEntry(fake, time.Now().Add(tc.deadline), time.Hour))
+			srv.Do(t, "RPUSH", k.Queue(), queueEntry(fake, time.Now().Add(tc.deadline), time.Hour))
 			sb, _ := b.Semaphore(name, 1)
 			qb := onQueue(b)
 			got := make(chan error, 1)
@@ -266,7 +266,7 @@ func TestSemaphoreQueueEntryOfCrashedSession(t *testing.T) {
 			if err := waitFor(t, got, 5*time.Second, "b's permit"); err != nil {
 				t.Fatal(err)
 			}
-			if n, _ := srv.Do(t, "HEXISTS", k.lock, fake).AsInt64(); n != 0 {
+			if n, _ := srv.Do(t, "HEXISTS", k.Lock, fake).AsInt64(); n != 0 {
 				t.Fatal("the crashed session holds a permit")
 			}
 		})
@@ -274,8 +274,9 @@ func TestSemaphoreQueueEntryOfCrashedSession(t *testing.T) {
 }
 
 // TestGrantReadsOnlyTheQueue: a release hands the lock to the queued
-// session with what its queue entry holds (issue 18): no hash command runs,
-// and the grantee's lease, not the releaser's, is the key's TTL.
+// session with what its queue entry holds (its deadline and lease): no
+// hash command runs, and the grantee's lease, not the releaser's, is the
+// key's TTL.
 func TestGrantReadsOnlyTheQueue(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newClient(t, srv, Options{LeaseTTL: 20 * time.Second})
@@ -304,15 +305,15 @@ func TestGrantReadsOnlyTheQueue(t *testing.T) {
 	if _, ok := stats["cmdstat_lpop"]; !ok {
 		t.Errorf("no LPOP: the lock did not pass through the queue (%v)", stats)
 	}
-	if ttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).lock).AsInt64(); ttl <= 0 || ttl > 2000 {
+	if ttl, _ := srv.Do(t, "PTTL", newKeys("baton", name).Lock).AsInt64(); ttl <= 0 || ttl > 2000 {
 		t.Fatalf("PTTL %d ms after the grant: want b's lease (2 s) at most", ttl)
 	}
 }
 
-// TestQueueEntryOfOlderBaton: a bare member in the queue, as a baton from
-// before issue 18 wrote it (its deadline in a hash), is a dead entry: the
-// release drops it and serves the next session, even when the bare
-// member's client channel has a listener that would hear a grant.
+// TestQueueEntryOfOlderBaton: a bare member in the queue, as a baton before
+// v0.3.0 wrote it (its deadline in a hash; see CHANGELOG.md), is a dead
+// entry: the release drops it and serves the next session, even when the
+// bare member's client channel has a listener that would hear a grant.
 func TestQueueEntryOfOlderBaton(t *testing.T) {
 	const old = "00000000000000000000000000000001-1"
 	srv := redistest.Start(t)
@@ -326,15 +327,207 @@ func TestQueueEntryOfOlderBaton(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "RPUSH", k.queue(), old)
-	srv.Do(t, "HSET", k.lock+":d", old, fmt.Sprintf("%d:%d", time.Now().Add(time.Minute).UnixMilli(), time.Minute.Milliseconds()))
+	srv.Do(t, "RPUSH", k.Queue(), old)
+	srv.Do(t, "HSET", k.Lock+":d", old, fmt.Sprintf("%d:%d", time.Now().Add(time.Minute).UnixMilli(), time.Minute.Milliseconds()))
 	bGot := queuedLock(t, b, ctx, name)
 	if err := la.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lb := waitFor(t, bGot, 5*time.Second, "b")
 	defer lb.Unlock(ctx)
-	if q, _ := srv.Do(t, "LRANGE", k.queue(), "0", "-1").AsStrSlice(); len(q) != 0 {
+	if q, _ := srv.Do(t, "LRANGE", k.Queue(), "0", "-1").AsStrSlice(); len(q) != 0 {
 		t.Fatalf("queue %q after the grant to b: want the bare member dropped", q)
+	}
+}
+
+// TestFreeNameWithUnheardQueueIsTaken: a name whose key is gone (deleted,
+// or its holder's lease ran out) while the only sessions queued for it
+// cannot hear a grant (their clients crashed, their entries not yet past
+// their deadline) is free: the next TryLock or Lock takes it at once, and
+// the key holds the new holder, not a free marker with sessions still
+// queued behind it.
+func TestFreeNameWithUnheardQueueIsTaken(t *testing.T) {
+	const fake = "00000000000000000000000000000000-1" // no client listens for it
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{LeaseTTL: time.Second})
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, try := range []bool{true, false} {
+		name := uniqueName(t)
+		injectEntry(t, srv, name, fake, time.Minute, 500*time.Millisecond)
+		var (
+			l   *Lock
+			err error
+		)
+		if try {
+			l, err = c.TryLock(ctx, name)
+		} else {
+			l, err = c.Lock(ctxTimeout(t, 500*time.Millisecond), name)
+		}
+		if err != nil {
+			t.Fatalf("TryLock %v: %v", try, err)
+		}
+		v, _ := srv.Do(t, "GET", newKeys("baton", name).Lock).ToString()
+		if !strings.HasPrefix(v, c.Session().ID()+":") {
+			t.Errorf("TryLock %v: key holds %q, want the holder's value", try, v)
+		}
+		if n, _ := srv.Do(t, "LLEN", newKeys("baton", name).Queue()).AsInt64(); n != 0 {
+			t.Errorf("TryLock %v: %d entries left in the queue", try, n)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestQueueOutlivesShortLeaseWaiter: a name's queue keys live as long as
+// the sessions still queued need them, not as long as the lease of the
+// session that created them. h holds the lock. Session a (lease 150 ms)
+// queues first, session b (lease 30 s, another client) second; a gives
+// up, and h holds on past 2 x a's lease. Queue keys that expired with a's
+// lease would vanish with b's entry in them: h's release would find
+// nobody queued and mark the key free, and b, not told, would sleep until
+// its timer (h's remaining lease, ~10 s). b must get the lock within
+// 500 ms of h's release; the test fails at once if b still waits 2 s
+// after it, and logs the queue as it was before the release.
+func TestQueueOutlivesShortLeaseWaiter(t *testing.T) {
+	srv := redistest.Start(t)
+	hc := newClient(t, srv, Options{}) // 10 s lease
+	ac := newClient(t, srv, Options{LeaseTTL: 150 * time.Millisecond})
+	bc := newClient(t, srv, Options{LeaseTTL: 30 * time.Second})
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+
+	lh, err := hc.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancelA := context.WithCancel(ctx)
+	defer cancelA()
+	aDone := lockAsync(ac, actx, name)
+	waitQueueLen(t, srv, name, 1)
+	bDone := lockAsync(bc, ctx, name)
+	waitQueueLen(t, srv, name, 2)
+	cancelA()
+	if r := waitFor(t, aDone, 5*time.Second, "a to give up"); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a: Lock returned %v, want Canceled", r.err)
+	}
+	// The hold goes on past 2 x a's lease: queue keys that expire with a's
+	// lease are gone by now.
+	time.Sleep(600 * time.Millisecond)
+	q := queueMembers(t, srv, name)
+	if err := lh.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	select {
+	case r := <-bDone:
+		if r.err != nil {
+			t.Fatalf("b: %v", r.err)
+		}
+		t.Logf("b got the lock %v after h's release", time.Since(released).Round(time.Millisecond))
+		if d := time.Since(released); d > 500*time.Millisecond {
+			t.Errorf("b got the lock %v after h released it, want well under 1 s", d.Round(time.Millisecond))
+		}
+		r.l.Unlock(ctx)
+	case <-time.After(2 * time.Second):
+		t.Fatalf("b is still waiting 2 s after h released the lock (queue before the release: %v)", q)
+	}
+}
+
+// TestWaiterJoiningDuringDequeueGetsFreedLock: a waiter that arrives while
+// its session's dequeue of the name is in flight is queued or watched like
+// any other, and gets the lock once it is released. h (another client)
+// holds the lock; c's only waiter w1 is queued in Redis and gives up, so c
+// runs the dequeue script; at about that moment (0-300 µs after the
+// cancel) w2, a new Lock on c for the same name, arrives. A w2 left with
+// the time the session had planned to look again (h's remaining lease,
+// ~10 s), neither queued in Redis nor tracked, would sleep on after h
+// released. In each of 40 rounds, w2 must get the lock within 500 ms of
+// h's release. (A w2 started after w1's Lock returned, or queued locally
+// before the cancel, is the easy case; the random pause places w2 while
+// the dequeue is in flight.)
+func TestWaiterJoiningDuringDequeueGetsFreedLock(t *testing.T) {
+	srv := redistest.Start(t)
+	hc := newClient(t, srv, Options{}) // 10 s lease
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 30*time.Second)
+	for round := range 40 {
+		name := uniqueName(t)
+		lh, err := hc.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w1ctx, cancel := context.WithCancel(ctx)
+		w1 := lockAsync(c, w1ctx, name)
+		waitQueueLen(t, srv, name, 1)
+		cancel()
+		randomPause(300 * time.Microsecond)
+		w2 := lockAsync(c, ctx, name)
+		if r := waitFor(t, w1, 5*time.Second, "w1 to give up"); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("round %d: w1: %v, want Canceled", round, r.err)
+		}
+		if err := lh.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		released := time.Now()
+		select {
+		case r := <-w2:
+			if r.err != nil {
+				t.Fatalf("round %d: w2: %v", round, r.err)
+			}
+			if d := time.Since(released); d > 500*time.Millisecond {
+				t.Errorf("round %d: w2 got the lock %v after h released it", round, d.Round(time.Millisecond))
+			}
+			if err := r.l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("round %d: w2 is still waiting 2 s after h released the lock", round)
+		}
+	}
+}
+
+// TestGrantToForgottenNameIsPassedOn: a grant message for a name the
+// session has forgotten (or never waited on) is not installed as a lock: a
+// session of ours that wanted the lock then would take a key that may have
+// moved on. The session passes such a grant on (a release that compares
+// the owner token), so a key that names us is freed (a free marker with
+// the grant's fence), one that does not is left alone, and Held stays
+// empty.
+func TestGrantToForgottenNameIsPassedOn(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	member := clientMemberPrefix(t, ctx, c) + "1" // the default session
+	for _, tc := range []struct {
+		name  string
+		value func(fence string) string // the key's value when the message comes
+		want  func(fence string) string
+	}{
+		{"key names us", func(f string) string { return member + ":" + f }, func(f string) string { return "~" + f }},
+		{"key moved on", func(string) string { return "someone-1:999999999999999999" }, func(string) string { return "someone-1:999999999999999999" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := uniqueName(t)
+			key := newKeys(DefaultKeyPrefix, name).Lock
+			const fence = "1700000000000000"
+			srv.Do(t, "SET", key, tc.value(fence), "PX", "10000")
+			srv.Do(t, "PUBLISH", DefaultKeyPrefix+":c:"+member[:32], fence+" "+member+" "+name)
+			want := tc.want(fence)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				v, _ := srv.Do(t, "GET", key).ToString()
+				if v == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("key %q, want %q", v, want)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if h := c.Session().Held(); len(h) != 0 {
+				t.Fatalf("the session holds %+v after a grant nobody waited for", h)
+			}
+		})
 	}
 }

@@ -74,9 +74,9 @@ func TestHostileNoScriptPermission(t *testing.T) {
 
 // TestHostileNewWithoutChannelPermission: a user that may SUBSCRIBE but not
 // to baton's grant channel (resetchannels) fails New at once, with an error
-// that says NOPERM and wraps the *rueidis.RedisError. (Written as a TestBug_:
-// New used to wait max(5 s, LeaseTTL) and fail with "subscribing to the
-// grant channel timed out"; fixed meanwhile by 3f5bc4f.)
+// that says NOPERM and wraps the *rueidis.RedisError, within 3 s: it does
+// not wait out a subscription timeout (max(5 s, LeaseTTL)) to report the
+// refusal as a time-out.
 func TestHostileNewWithoutChannelPermission(t *testing.T) {
 	srv := redistest.Start(t)
 	ro := aclUser(t, srv, "nochannels", "~*", "resetchannels", "+@all")

@@ -2,12 +2,15 @@ package baton
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
 	"github.com/batonlock/baton/internal/script"
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 	"golang.org/x/sync/errgroup"
 )
@@ -19,15 +22,10 @@ const maxBatch = 256
 // checkSlack is how early a hold's check may go with others.
 const checkSlack = 20 * time.Millisecond
 
-// renewal is one name in a renewal batch: a held key ("h") or permit
-// ("p") to extend, or a queue entry ("w") to keep alive.
+// renewal is one name's part of a renewal batch, and its session.
 type renewal struct {
-	s     *Session
-	n     *name
-	owner string    // the hold's owner token when the batch was built; "" for a queue entry
-	until time.Time // after this the reply is of no use
-	track bool      // a held key: have Redis track it for us
-	queue bool      // a held key: also say whether sessions are queued for it (a hold we cached)
+	wire.Renewal
+	s *Session
 }
 
 // renewLoop is the client's one renewal loop and its timer queue. Every
@@ -98,8 +96,8 @@ func (c *Client) renewLate(now time.Time, inflight []*renewBatch, next time.Time
 					names[r.s]++
 				}
 			}
-			for _, s := range b.due {
-				c.renewFailed(s, err, names[s])
+			for s, k := range names {
+				c.renewFailed(s, err, k)
 			}
 		}
 	}
@@ -114,10 +112,10 @@ const maxInflight = 4
 // renewBatch is one renewal round trip: what was sent, and its replies.
 type renewBatch struct {
 	groups      [][]renewal
-	due         []*Session
 	sent        time.Time
-	lateAt      time.Time // a tick after sent: unanswered then, it is reported (renewLate)
-	late        bool      // reported late; only the loop's goroutine uses it
+	ctx         context.Context // the round trip's: ended at its deadline
+	lateAt      time.Time       // a tick after sent: unanswered then, it is reported (renewLate)
+	late        bool            // reported late; only the loop's goroutine uses it
 	res         []rueidis.RedisResult
 	unconfirmed []bool
 }
@@ -147,85 +145,39 @@ func (c *Client) renewDue(now time.Time, send bool, results chan<- *renewBatch) 
 	next := now.Add(time.Hour)
 	var (
 		batch []renewal
-		due   []*Session
 		until time.Time // the latest time a reply is of use
 		tick  = time.Hour
 	)
 	for _, s := range c.allSessions() {
-		// At least once a tick, should a time asked for be missed.
 		tick = min(tick, s.lease/3)
-		next = minTime(next, now.Add(s.lease/3))
-		var a after
 		s.mu.Lock()
-		if s.nextRenew.IsZero() {
-			s.nextRenew = now.Add(s.lease / 3)
+		rs, at := s.m.Renewals(now, send)
+		for _, r := range rs {
+			batch = append(batch, renewal{s: s, Renewal: wire.Renewal{Renewal: r, Key: s.tagLocked(r.Name).key, LeaseMs: s.leaseMs}})
+			until = maxTime(until, r.Until)
 		}
-		isDue := send && !now.Before(s.nextRenew)
-		k := len(batch)
-		s.tracked = 0
-		for _, n := range s.names {
-			if n.st == held && n.hold.tracked {
-				s.tracked++
-			}
-		}
-		for _, n := range s.names {
-			a.add(s, n, n.tick(now))
-			if r, ok := n.renewal(now, isDue, send); ok {
-				batch = append(batch, r)
-				until = maxTime(until, r.until)
-			}
-			if at := n.due(); !at.IsZero() && (send || n.st != held || at.Equal(n.hold.deadline)) {
-				next = minTime(next, at) // checks wait for a round trip to end when none may start
-			}
-		}
-		if isDue {
-			s.nextRenew = now.Add(s.lease / 3)
-			if len(batch) > k {
-				due = append(due, s)
-			}
-		}
-		if send {
-			next = minTime(next, s.nextRenew)
-		}
+		r := s.readyLocked()
 		s.mu.Unlock()
-		a.do(s)
+		s.act(r)
+		next = minTime(next, at)
 	}
 	if len(batch) == 0 {
 		return next, nil
 	}
 	ctx, cancel := context.WithDeadline(c.bg, until)
-	b := &renewBatch{groups: c.group(batch), due: due, sent: time.Now()}
+	b := &renewBatch{groups: c.group(batch), sent: time.Now()}
 	b.lateAt = b.sent.Add(tick)
 	calls := make([]script.Call, len(b.groups))
 	for i, g := range b.groups {
-		calls[i] = renewCall(g)
-		calls[i].Track = g[0].track
+		calls[i] = c.renewCall(g)
 	}
 	go func() {
 		defer cancel()
 		b.res, b.unconfirmed = c.renewSend(ctx, calls)
+		b.ctx = ctx
 		results <- b
 	}()
 	return next, b
-}
-
-// renewal returns n's part of a round trip at now, if it has one: its
-// hold's renewal when the session's tick is due or the hold's check has
-// come (or comes within checkSlack, so that the checks of many new holds
-// share round trips), its queue entry's refresh on the session's tick. A
-// renewal is of use until the deadline it would give (other round trips
-// in flight may extend the hold meanwhile), a refresh until the entry it
-// would keep lapses. s.mu is held.
-func (n *name) renewal(now time.Time, tick, send bool) (renewal, bool) {
-	switch {
-	case n.st == held && (tick || send && !n.hold.checkAt.IsZero() && !now.Add(checkSlack).Before(n.hold.checkAt)):
-		h := n.hold
-		h.checkAt = time.Time{}
-		return renewal{s: n.s, n: n, owner: h.owner, until: now.Add(n.r.lease - n.r.margin), track: n.tracks(h), queue: h.wasCache}, true
-	case tick && n.st == queued && len(n.waiters) > 0:
-		return renewal{s: n.s, n: n, until: now.Add(n.r.lease / 2)}, true
-	}
-	return renewal{}, false
 }
 
 // renewApply applies the replies of a round trip.
@@ -235,6 +187,7 @@ func (c *Client) renewApply(b *renewBatch) {
 		names int
 	}
 	failed := make(map[*Session]*failure)
+	sessions := make(map[*Session]bool)
 	for i, g := range b.groups {
 		vals, err := b.res[i].AsIntSlice()
 		err = script.Renew.Explain(err)
@@ -244,7 +197,15 @@ func (c *Client) renewApply(b *renewBatch) {
 		if err == nil && len(vals) != len(g) {
 			err = fmt.Errorf("baton: renewal reply of %d results for %d names", len(vals), len(g))
 		}
+		o := machine.OK
+		if err != nil {
+			o = classify(c.bg, b.ctx, err)
+			if errors.Is(err, ErrNotReplicated) {
+				o = machine.Lost // it ran, and may yet reach the replicas
+			}
+		}
 		for j, r := range g {
+			sessions[r.s] = true
 			var v int64
 			if err != nil {
 				f := failed[r.s]
@@ -256,30 +217,14 @@ func (c *Client) renewApply(b *renewBatch) {
 			} else {
 				v = vals[j]
 			}
-			r.s.step(r.n, func(now time.Time) effects {
-				switch {
-				case r.owner != "":
-					return r.n.renewed(r.owner, v, b.sent, now, err)
-				case err == nil:
-					return r.n.entryRenewed(v == 1, b.sent)
-				}
-				return effects{}
-			})
+			r.s.step(func(now time.Time) { r.s.m.Renewed(r.Renewal.Renewal, v, b.sent, now, o) })
 		}
 	}
-	for _, s := range b.due {
-		if f := failed[s]; f != nil {
-			s.mu.Lock()
-			if s.retry == nil {
-				s.retry = newBackoff(s.lease)
-			}
-			s.nextRenew = minTime(s.nextRenew, time.Now().Add(s.retry.NextBackOff()))
-			s.mu.Unlock()
+	for s := range sessions {
+		f := failed[s]
+		s.step(func(now time.Time) { s.m.RenewalDone(f == nil, now) })
+		if f != nil {
 			c.renewFailed(s, f.err, f.names)
-		} else {
-			s.mu.Lock()
-			s.retry = nil
-			s.mu.Unlock()
 		}
 	}
 }
@@ -288,7 +233,7 @@ func (c *Client) renewApply(b *renewBatch) {
 // late): to the Observer each time, to the Logger at most once per
 // session tick.
 func (c *Client) renewFailed(s *Session, err error, names int) {
-	c.stats.renewErrs.Add(1)
+	c.stats.RenewErrs.Add(1)
 	s.mu.Lock()
 	warn := time.Since(s.warned) >= s.lease/3
 	if warn {
@@ -347,7 +292,7 @@ func (c *Client) group(batch []renewal) [][]renewal {
 	if c.trackHeld {
 		var tracked, rest []renewal
 		for _, r := range batch {
-			if r.track {
+			if r.Track {
 				tracked = append(tracked, r)
 			} else {
 				rest = append(rest, r)
@@ -358,7 +303,7 @@ func (c *Client) group(batch []renewal) [][]renewal {
 	if c.rc.Mode() == rueidis.ClientModeCluster {
 		idx := make(map[uint16]int)
 		for _, r := range batch {
-			sl := slot(r.n.keys.lock)
+			sl := slot(r.Key)
 			i, ok := idx[sl]
 			if !ok || len(out[i]) >= maxBatch {
 				i = len(out)
@@ -385,38 +330,13 @@ func chunks(batch []renewal) [][]renewal {
 	return out
 }
 
-// renewCall is the renewal script call for g. Tracked held keys are read
-// again after their lease is extended: Redis stops tracking a key when our
-// own write changes it (NOLOOP only spares us the message), and the read
-// tracks it until the next renewal.
-func renewCall(g []renewal) script.Call {
-	keys := make([]string, 0, 2*len(g))
-	args := make([]string, 0, 3*len(g))
-	for _, r := range g {
-		lease := r.s.leaseMs
-		switch {
-		case r.owner != "" && r.n.id.kind.permit():
-			keys = append(keys, r.n.keys.lock)
-			args = append(args, "p", r.owner, lease)
-		case r.owner != "":
-			keys = append(keys, r.n.keys.lock)
-			args = append(args, holdKinds[b2i(r.queue)<<1|b2i(r.track)], r.owner, lease)
-		default:
-			keys = append(keys, r.n.keys.queue())
-			args = append(args, "w", r.n.member, lease)
-		}
+// renewCall is the renewal script call for g (see wire.Renew).
+func (c *Client) renewCall(g []renewal) script.Call {
+	rs := make([]wire.Renewal, len(g))
+	for i, r := range g {
+		rs[i] = r.Renewal
 	}
-	return script.Call{Script: script.Renew, Keys: keys, Args: args}
-}
-
-// holdKinds are renew.lua's kinds of held key, by queue<<1 | track.
-var holdKinds = [4]string{"h", "H", "c", "C"}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return wire.Renew(rs)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/internal/redistest"
+	"github.com/batonlock/baton/internal/wire"
 	"github.com/redis/rueidis"
 )
 
@@ -329,8 +330,8 @@ func aclConfined(t *testing.T, srv *redistest.Server, line aclRules, c *Client) 
 	name := uniqueName(t)
 	p := c.prefix
 	var ks []string
-	for _, k := range []keys{newKeys(p, name), newSemKeys(p, name), newElectKeys(p, name)} {
-		ks = append(ks, k.list()...)
+	for _, k := range []wire.Keys{newKeys(p, name), newSemKeys(p, name), newElectKeys(p, name)} {
+		ks = append(ks, k.List()...)
 	}
 	chans := []string{c.channel, grantChannel(p, name), semGrantChannel(p, name), electChannel(p, name)}
 	allowed := func(args ...string) bool {
@@ -419,7 +420,7 @@ func aclFinish(t *testing.T, nodes []*redistest.Server, a, b aclPeer) {
 		}
 	}
 	for _, n := range nodes {
-		if v, err := n.Do(t, "GET", newKeys(DefaultKeyPrefix, name).lock).ToString(); err == nil && !strings.HasPrefix(v, "~") {
+		if v, err := n.Do(t, "GET", newKeys(DefaultKeyPrefix, name).Lock).ToString(); err == nil && !strings.HasPrefix(v, "~") {
 			t.Errorf("Close left %s held by %q", name, v)
 		}
 	}
@@ -427,7 +428,7 @@ func aclFinish(t *testing.T, nodes []*redistest.Server, a, b aclPeer) {
 }
 
 // TestACLStandalone: as a user created with exactly the README's ACL line,
-// every primitive and Client.Admin's Inspect and ForceRelease work, Redis
+// Client.Check finds nothing missing, every primitive and Client.Admin's Inspect and ForceRelease work, Redis
 // denies nothing, the user is confined to baton's keys and channels, and
 // listing names needs the README's listing line.
 func TestACLStandalone(t *testing.T) {
@@ -436,6 +437,9 @@ func TestACLStandalone(t *testing.T) {
 	line, a, b := aclSetup(t, nodes, srv.Option(), Options{LeaseTTL: aclLease})
 	if !a.Tracking() {
 		t.Fatal("Redis refused the user client-side caching")
+	}
+	if err := a.Check(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("Check as the README's user: %v", err)
 	}
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
@@ -453,6 +457,9 @@ func TestACLCluster(t *testing.T) {
 	if !a.sharded {
 		t.Fatal("not a Cluster client: was CLUSTER SLOTS refused?")
 	}
+	if err := a.Check(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("Check as the README's user: %v", err)
+	}
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
@@ -467,6 +474,9 @@ func TestACLMinReplicas(t *testing.T) {
 	redistest.StartReplica(t, srv)
 	nodes := []*redistest.Server{srv}
 	_, a, b := aclSetup(t, nodes, srv.Option(), Options{LeaseTTL: aclLease, MinReplicas: 1})
+	if err := a.Check(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("Check as the README's user: %v", err)
+	}
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })
@@ -481,6 +491,9 @@ func TestACLSentinel(t *testing.T) {
 	sn := redistest.StartSentinels(t, srv, 1)
 	nodes := []*redistest.Server{srv}
 	_, a, b := aclSetup(t, nodes, sn.Option(), Options{LeaseTTL: aclLease})
+	if err := a.Check(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("Check as the README's user: %v", err)
+	}
 	t.Run("lock", func(t *testing.T) { aclLocks(t, a, b) })
 	t.Run("semaphore", func(t *testing.T) { aclSemaphore(t, a, b) })
 	t.Run("election", func(t *testing.T) { aclElection(t, a, b) })

@@ -3,6 +3,8 @@ package baton
 import (
 	"context"
 	"fmt"
+
+	"github.com/batonlock/baton/internal/machine"
 )
 
 // MaxSemaphoreLimit is the largest limit a Semaphore accepts.
@@ -20,7 +22,7 @@ const MaxSemaphoreLimit = 1024
 // and woken by the release that frees a permit, never by polling.
 //
 // Inside a session, each Acquire waits in a permit slot of its own, a
-// member of the Redis queue (up to maxSlots of them per name and session;
+// member of the Redis queue (up to 4096 of them per name and session;
 // beyond, Acquire calls share slots), so FIFO order holds for every caller,
 // across sessions and within one: a permit freed by anyone goes to the
 // first caller in line, whichever slot it was. Permits are never handed
@@ -71,83 +73,12 @@ func (m *Semaphore) Limit() int { return m.limit }
 // ctx.Err() and leaves no trace in Redis. It fails with ErrLimitMismatch
 // when the semaphore is in use with another limit.
 func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
-	return m.s.acquireOn(ctx, PrimitiveSemaphore, m.name, true, func() (*name, error) { return m.slotLocked(true) })
+	return m.s.acquireOn(ctx, PrimitiveSemaphore, machine.Pick{Name: m.name, Limit: m.limit}, true)
 }
 
 // TryAcquire makes one attempt to take a permit. It returns an error
 // matching ErrNotAcquired when no permit is free for it: all are held, or
 // sessions are queued for one. ctx bounds the round trip.
 func (m *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
-	return m.s.acquireOn(ctx, PrimitiveSemaphore, m.name, false, func() (*name, error) { return m.slotLocked(false) })
-}
-
-// slotLocked picks the permit slot machine a caller joins, looking at the
-// slots up to the first that has no machine: for Acquire, a slot lingering
-// in the queue without waiters (its entry is in line already), else the
-// first slot that is idle without waiters, so that each caller has a
-// member of its own in Redis; past maxSlots busy slots, for Acquire, the
-// one with the fewest waiters. s.mu is held.
-func (m *Semaphore) slotLocked(wait bool) (*name, error) {
-	s := m.s
-	var free, linger, fewest *name
-	k := 0
-	for ; k < maxSlots; k++ {
-		n := s.names[nameID{name: m.name, kind: semKind, slot: int32(k)}]
-		if n == nil {
-			break
-		}
-		if n.limit == 0 {
-			n.limit = int32(m.limit) // made by a grant before the limit was known
-		}
-		switch {
-		case int(n.limit) != m.limit && (n.st != idle || len(n.waiters) > 0):
-			return nil, fmt.Errorf("%w: semaphore %q is in use in this session with limit %d, this Semaphore has limit %d",
-				ErrLimitMismatch, truncate(m.name), n.limit, m.limit)
-		case len(n.waiters) > 0:
-			if fewest == nil || len(n.waiters) < len(fewest.waiters) {
-				fewest = n
-			}
-		case n.st == lingering && linger == nil:
-			linger = n
-		case n.st == idle && free == nil:
-			free = n
-		}
-	}
-	var n *name
-	switch {
-	case wait && linger != nil:
-		n = linger
-	case free != nil:
-		n = free
-	case k < maxSlots:
-		n = s.nameLocked(nameID{name: m.name, kind: semKind, slot: int32(k)}, m.limit)
-	case wait && fewest != nil:
-		n = fewest
-	default:
-		return nil, fmt.Errorf("%w: %q: %d permit slots of this session are held or awaited", ErrNotAcquired, truncate(m.name), maxSlots)
-	}
-	n.limit = int32(m.limit)
-	return n, nil
-}
-
-// maxSlots bounds the permit slots of one semaphore name and session (so
-// the members a session queues), and the campaign slots of an election.
-const maxSlots = 4096
-
-// semLimitLocked returns the limit of semaphore id.name as a machine of
-// the session knows it (0 if none does, or id is a lock), for a machine a
-// grant makes; s.mu is held.
-func (s *Session) semLimitLocked(id nameID) int {
-	if id.kind == electKind {
-		return 1
-	}
-	if id.kind != semKind {
-		return 0
-	}
-	for k, n := range s.names {
-		if k.kind == semKind && k.name == id.name && n.limit > 0 {
-			return int(n.limit)
-		}
-	}
-	return 0
+	return m.s.acquireOn(ctx, PrimitiveSemaphore, machine.Pick{Name: m.name, Limit: m.limit}, false)
 }

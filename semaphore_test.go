@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -103,7 +104,7 @@ func semHammer(t *testing.T, ctx context.Context, cs []*Client, name string, lim
 // semHolders returns the holder fields of semaphore name's hash.
 func semHolders(t testing.TB, srv *redistest.Server, name string) []string {
 	t.Helper()
-	fields, err := srv.Do(t, "HKEYS", newSemKeys(DefaultKeyPrefix, name).lock).AsStrSlice()
+	fields, err := srv.Do(t, "HKEYS", newSemKeys(DefaultKeyPrefix, name).Lock).AsStrSlice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestSemaphoreGiveUp(t *testing.T) {
 		got <- err
 	}()
 	waitFor(t, qb, 5*time.Second, "waiter to queue")
-	if n, _ := srv.Do(t, "LLEN", k.queue()).AsInt64(); n != 1 {
+	if n, _ := srv.Do(t, "LLEN", k.Queue()).AsInt64(); n != 1 {
 		t.Fatalf("queue length %d while waiting, want 1", n)
 	}
 	cancel()
@@ -298,12 +299,12 @@ func TestSemaphoreGiveUp(t *testing.T) {
 	// Acquire returns at ctx's end; leaving the queue goes on in the
 	// background.
 	within(t, 2*time.Second, "queue keys left after the waiter gave up", func() error {
-		if n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64(); n != 0 {
+		if n, _ := srv.Do(t, "EXISTS", k.Queue()).AsInt64(); n != 0 {
 			return errors.New("the queue key left")
 		}
 		return nil
 	})
-	if n, _ := srv.Do(t, "HLEN", k.lock).AsInt64(); n != 3 {
+	if n, _ := srv.Do(t, "HLEN", k.Lock).AsInt64(); n != 3 {
 		t.Fatalf("hash has %d fields, want 3 (#f, #l, the holder)", n)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -312,7 +313,7 @@ func TestSemaphoreGiveUp(t *testing.T) {
 	if h := semHolders(t, srv, name); len(h) != 0 {
 		t.Fatalf("holders left: %v", h)
 	}
-	if ttl, _ := srv.Do(t, "PTTL", k.lock).AsInt64(); ttl < 3500000 {
+	if ttl, _ := srv.Do(t, "PTTL", k.Lock).AsInt64(); ttl < 3500000 {
 		t.Fatalf("free hash kept %d ms, want about an hour (its fence must survive)", ttl)
 	}
 }
@@ -379,7 +380,7 @@ func TestSemaphoreTryAcquire(t *testing.T) {
 	if _, err := mb.TryAcquire(ctx); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("third TryAcquire, other client: %v", err)
 	}
-	if n, _ := srv.Do(t, "EXISTS", newSemKeys(DefaultKeyPrefix, name).queue()).AsInt64(); n != 0 {
+	if n, _ := srv.Do(t, "EXISTS", newSemKeys(DefaultKeyPrefix, name).Queue()).AsInt64(); n != 0 {
 		t.Fatal("TryAcquire left a queue entry")
 	}
 	if ls[0].Token() == ls[1].Token() {
@@ -410,7 +411,7 @@ func TestSemaphoreLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "DEL", newSemKeys(DefaultKeyPrefix, name).lock)
+	srv.Do(t, "DEL", newSemKeys(DefaultKeyPrefix, name).Lock)
 	deleted := time.Now()
 	waitFor(t, l.Done(), 3*time.Second, "the permit's loss")
 	t.Logf("loss signalled %v after the DEL (lease %v)", time.Since(deleted), lease)
@@ -491,4 +492,235 @@ func TestSemaphoreCluster(t *testing.T) {
 	t.Run("fifo", func(t *testing.T) {
 		semFIFO(t, cs[0], cs[1])
 	})
+}
+
+// TestFreedPermitGoesToFirstWaiter: a returned permit goes to the waiter
+// that asked first, whichever permit it was. A waiter of a session whose
+// permit slots are all held waits for any of them, not for one holder.
+//
+// Limit 2; one session holds two permits; a third Acquire of that session
+// waits (Session.Waiting shows it); then an Acquire of another client
+// queues in Redis; one permit is returned (each of the two, in turn). The
+// third must get a permit within 1 s, before the later Acquire of the
+// other client (FIFO). A waiter tied to the first holder would sleep on
+// when the second permit is returned, and the other client would take the
+// free permit; a release that served the Redis queue before the session's
+// own waiter would give the first permit to the other client too.
+func TestFreedPermitGoesToFirstWaiter(t *testing.T) {
+	t.Parallel()
+	for _, returned := range []int{1, 0} {
+		t.Run(fmt.Sprintf("permit %d returned", returned+1), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			c := newClient(t, srv, Options{})
+			b := newClient(t, srv, Options{})
+			ctx := ctxTimeout(t, 15*time.Second)
+			name := uniqueName(t)
+			m, _ := c.Semaphore(name, 2)
+			var held [2]*Lock
+			for i := range held {
+				l, err := m.Acquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held[i] = l
+			}
+			qc := onQueue(c)
+			third := make(chan lockResult, 1)
+			go func() {
+				l, err := m.Acquire(ctx)
+				third <- lockResult{l, err}
+			}()
+			waitWaiting(t, c.Session(), name, 1)
+			select {
+			case <-qc: // the session may queue the third in Redis: let it
+			case <-time.After(200 * time.Millisecond):
+			}
+			mb, _ := b.Semaphore(name, 2)
+			qb := onQueue(b)
+			later := make(chan lockResult, 1)
+			go func() {
+				l, err := mb.Acquire(ctx)
+				later <- lockResult{l, err}
+			}()
+			waitFor(t, qb, 5*time.Second, "the other client's Acquire to queue")
+			if err := held[returned].Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			freed := time.Now()
+			var r lockResult
+			select {
+			case r = <-third:
+				if r.err != nil {
+					t.Fatalf("third Acquire: %v", r.err)
+				}
+				t.Logf("the third got a permit %v after one was returned", time.Since(freed).Round(100*time.Microsecond))
+				select {
+				case rb := <-later:
+					t.Errorf("the other client's later Acquire got a permit before the third: %v", rb.err)
+					later <- rb
+				default:
+				}
+			case rb := <-later:
+				holders := semHolderCount(t, srv, name)
+				select {
+				case r = <-third:
+				case <-time.After(time.Second):
+				}
+				t.Errorf("the other client's Acquire, started after the third was waiting, got the freed permit first (err %v); within 1 s more the third got %v (Redis shows %d holders of 2)",
+					rb.err, r.l != nil, holders)
+				later <- rb
+			case <-time.After(time.Second):
+				t.Errorf("a permit was returned, yet the third Acquire still waits 1 s later (Redis shows %d holders of 2)", semHolderCount(t, srv, name))
+			}
+			// Clean up: every permit goes back, the other client gets one.
+			for i, l := range held {
+				if i != returned {
+					l.Unlock(ctx)
+				}
+			}
+			if r.l == nil {
+				r = waitFor(t, third, 5*time.Second, "the third Acquire")
+			}
+			if r.l != nil {
+				r.l.Unlock(ctx)
+			}
+			if rb := waitFor(t, later, 5*time.Second, "the other client's Acquire"); rb.l != nil {
+				rb.l.Unlock(ctx)
+			}
+		})
+	}
+}
+
+// TestGrantToCrashedWaiterIsWatched: a permit granted to a crashed queued
+// waiter is watched like any held permit, so that the live waiter behind
+// it gets the permit once the crashed waiter's grant runs out, not at the
+// earliest deadline of the other holders.
+//
+// Limit 2: a live client holds one permit with a 10 s lease; a child
+// process holds the other (300 ms lease); a second child (2 s lease)
+// queues; a live waiter queues behind it. Both children are SIGKILLed: the
+// live waiter must get a permit within 3.5 s of the kill (the dead
+// waiter's grant runs out ~2.3 s after it; a wait computed before that
+// grant was made would last until the live holder's lease ends, ~10 s).
+func TestGrantToCrashedWaiterIsWatched(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	name := uniqueName(t)
+	ctx := ctxTimeout(t, 15*time.Second)
+	h := newClient(t, srv, Options{LeaseTTL: 10 * time.Second})
+	mh, _ := h.Semaphore(name, 2)
+	lh, err := mh.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Unlock(ctx)
+	holder := startHolder(t, srv, name, 300*time.Millisecond, "2")
+	queue := newSemKeys(DefaultKeyPrefix, name).Queue()
+	waiter := startQueuedChild(t, srv, name, 2*time.Second, "2")
+	waitListLen(t, srv, queue, 1)
+	w := newClient(t, srv, Options{})
+	mw, _ := w.Semaphore(name, 2)
+	qw := onQueue(w)
+	got := make(chan lockResult, 1)
+	go func() {
+		l, err := mw.Acquire(ctx)
+		got <- lockResult{l, err}
+	}()
+	waitFor(t, qw, 5*time.Second, "the live waiter to queue")
+	killed := killChildren(t, holder, waiter)
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("live waiter: %v", r.err)
+		}
+		t.Logf("the live waiter got a permit %v after the kill", time.Since(killed).Round(time.Millisecond))
+		r.l.Unlock(ctx)
+	case <-time.After(3500 * time.Millisecond):
+		t.Fatalf("the live waiter still waits 3.5 s after the kill (holders in Redis: %d of 2)", semHolderCount(t, srv, name))
+	}
+}
+
+// TestDeadQueueEntryAllowsNewLimit: a queue entry past its deadline does
+// not count as the semaphore in use, so once its holders and waiters are
+// all dead, a client with another limit is accepted.
+//
+// Limit 1, the semaphore used before (its hash, with the limit, stays an
+// hour once idle): a child process holds the permit and another queues
+// (1 s leases); both are SIGKILLed. Once the later of their deadlines
+// (read from Redis) has passed, a client with limit 2 must get a permit
+// within 300 ms, not ErrLimitMismatch (a dead entry counted as in use
+// would refuse it until its queue key expires, ~1 s after its deadline).
+func TestDeadQueueEntryAllowsNewLimit(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	name := uniqueName(t)
+	const lease = time.Second
+	k := newSemKeys(DefaultKeyPrefix, name)
+	ctx := ctxTimeout(t, 10*time.Second)
+	// The semaphore was in use before: its hash (limit, last fence) stays
+	// an hour once idle.
+	x := newClient(t, srv, Options{})
+	mx, _ := x.Semaphore(name, 1)
+	lx, err := mx.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lx.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holder := startHolder(t, srv, name, lease, "1")
+	waiter := startQueuedChild(t, srv, name, lease, "1")
+	waitListLen(t, srv, k.Queue(), 1)
+	killChildren(t, holder, waiter)
+	// The later of the two deadlines, in server time (ms), as Redis has it
+	// now that nobody refreshes them.
+	var last int64
+	hash, _ := srv.Do(t, "HGETALL", k.Lock).AsStrMap()
+	for f, v := range hash {
+		if !strings.HasPrefix(f, "#") {
+			_, dl, _ := strings.Cut(v, ":")
+			n, _ := strconv.ParseInt(dl, 10, 64)
+			last = max(last, n)
+		}
+	}
+	entries, _ := srv.Do(t, "LRANGE", k.Queue(), "0", "-1").AsStrSlice()
+	for _, e := range entries {
+		f := strings.Split(e, "|")
+		n, _ := strconv.ParseInt(f[min(1, len(f)-1)], 10, 64)
+		last = max(last, n)
+	}
+	if last == 0 {
+		t.Fatalf("no deadlines in Redis: hash %v, entries %v", hash, entries)
+	}
+	c := newClient(t, srv, Options{})
+	m, _ := c.Semaphore(name, 2)
+	ended := time.UnixMilli(last)
+	time.Sleep(time.Until(ended)) // wait for the leases to end: a measurement point, not an ordering
+	for {
+		l, err := m.TryAcquire(ctx)
+		if err == nil {
+			t.Logf("limit 2 accepted %v after both leases ended", time.Since(ended).Round(time.Millisecond))
+			l.Unlock(ctx)
+			break
+		}
+		if time.Since(ended) > 300*time.Millisecond {
+			t.Fatalf("300 ms after the dead holder's and waiter's leases ended, another limit is still refused: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling period
+	}
+}
+
+// semHolderCount returns the number of live holders in semaphore name's
+// hash.
+func semHolderCount(t testing.TB, srv *redistest.Server, name string) int {
+	t.Helper()
+	fields, _ := srv.Do(t, "HKEYS", newSemKeys(DefaultKeyPrefix, name).Lock).AsStrSlice()
+	n := 0
+	for _, f := range fields {
+		if !strings.HasPrefix(f, "#") {
+			n++
+		}
+	}
+	return n
 }

@@ -2,8 +2,10 @@ package baton
 
 import (
 	"context"
+	"strings"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
 	"github.com/redis/rueidis"
 )
 
@@ -90,7 +92,7 @@ func runSub[L comparable](c *Client, subs map[string]*subscription[L], ch channe
 				return err
 			})
 			err := c.rc.Receive(hctx, cmd(), func(m rueidis.PubSubMessage) { ch.message(m, snapshot(c, sub, false)) })
-			if ch.refused != nil && isRedisErr(err) && !transient(err) {
+			if ch.refused != nil && err != nil && classify(ctx, ctx, err) == machine.Refused {
 				ch.refused(snapshot(c, sub, false), err)
 			}
 			if pause(ctx, bo.NextBackOff()); ctx.Err() != nil {
@@ -147,46 +149,40 @@ func subEnded[L comparable](c *Client, subs map[string]*subscription[L], name st
 
 // listenGrants adds n to the client's subscription of its grant channel on
 // Redis Cluster (a lock name's, or a semaphore's or election's shared by
-// their slots) and returns the function that takes it out; s.mu is held.
-// A subscription confirmed already counts for n at once: its wake-ups go
-// into e.
-func (s *Session) listenGrants(n *name, e *effects) func() {
+// their slots) and returns the function that takes it out, and whether the
+// subscription was confirmed already (then it counts for n at once); s.mu
+// is held.
+func (s *Session) listenGrants(n *machine.Name) (func(), bool) {
 	c := s.c
-	ch := grantChannel(c.prefix, n.id.name)
-	if n.id.kind.permit() {
-		ch = semGrantChannel(c.prefix, n.id.name)
-	}
-	leave, ready := listen(c, c.grantSubs, channel[*name]{
-		name:      ch,
-		shard:     true,
-		message:   func(m rueidis.PubSubMessage, _ []*name) { c.onMessage(m) },
-		confirmed: func(ns []*name) { c.eachMachine(ns, (*name).subscribed) },
-		refused: func(ns []*name, err error) {
-			c.eachMachine(ns, func(n *name, _ time.Time) effects { return n.subRefused(err) })
+	ch := strings.TrimPrefix(c.wire.Via(n.ID), "S:")
+	return listen(c, c.grantSubs, channel[*machine.Name]{
+		name:    ch,
+		shard:   true,
+		message: func(m rueidis.PubSubMessage, _ []*machine.Name) { c.onMessage(m) },
+		confirmed: func(ns []*machine.Name) {
+			c.eachMachine(ns, func(s *machine.Session, n *machine.Name, now time.Time) { s.Subscribed(n.ID, now) })
+		},
+		refused: func(ns []*machine.Name, err error) {
+			c.eachMachine(ns, func(s *machine.Session, n *machine.Name, _ time.Time) { s.SubRefused(n.ID, err) })
 		},
 		backoff: s.lease,
 	}, n)
-	if ready {
-		*e = e.merge(n.subscribed(time.Now()))
-	}
-	return leave
 }
 
 // eachMachine applies t to every machine of ns under its session's mutex
-// and carries out the effects.
-func (c *Client) eachMachine(ns []*name, t func(n *name, now time.Time) effects) {
-	bySession := make(map[*Session][]*name)
+// and carries out what the machines leave to do.
+func (c *Client) eachMachine(ns []*machine.Name, t func(s *machine.Session, n *machine.Name, now time.Time)) {
+	bySession := make(map[*Session][]*machine.Name)
 	for _, n := range ns {
-		bySession[n.s] = append(bySession[n.s], n)
+		if s := c.session(n.Session().Rules().Member); s != nil {
+			bySession[s] = append(bySession[s], n)
+		}
 	}
 	for s, ns := range bySession {
-		var a after
-		s.mu.Lock()
-		now := time.Now()
-		for _, n := range ns {
-			a.add(s, n, t(n, now))
-		}
-		s.mu.Unlock()
-		a.do(s)
+		s.step(func(now time.Time) {
+			for _, n := range ns {
+				t(s.m, n, now)
+			}
+		})
 	}
 }

@@ -84,7 +84,7 @@ func TestCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			locks = append(locks, l)
-			slots[slot(newKeys("baton", name).lock)] = true
+			slots[slot(newKeys("baton", name).Lock)] = true
 		}
 		before := make([]map[string]int64, 3)
 		for i := range before {
@@ -173,7 +173,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	ctx := ctxTimeout(t, 30*time.Second)
 	name := uniqueName(t)
 	k := newKeys("baton", name)
-	sl := slot(k.lock)
+	sl := slot(k.Lock)
 	la, err := a.Lock(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -355,7 +355,7 @@ func TestMinReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lock with 1 replica: %v", err)
 	}
-	if v, _ := replica.Do(t, "GET", k.lock).ToString(); !strings.HasPrefix(v, one.id) {
+	if v, _ := replica.Do(t, "GET", k.Lock).ToString(); !strings.HasPrefix(v, one.id) {
 		t.Fatalf("replica has %q, want our owner token", v)
 	}
 	replica.Kill(t)

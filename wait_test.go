@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/machine"
+
+	"github.com/batonlock/baton/internal/faultproxy"
 	"github.com/batonlock/baton/internal/redistest"
 )
 
@@ -36,7 +39,7 @@ func TestWaitDeadline(t *testing.T) {
 	// Lock returns at ctx's end; leaving the queue goes on in the
 	// background.
 	within(t, 2*time.Second, "the waiter's queue entry", func() error {
-		if n, _ := srv.Do(t, "LLEN", k.queue()).AsInt64(); n != 0 {
+		if n, _ := srv.Do(t, "LLEN", k.Queue()).AsInt64(); n != 0 {
 			return fmt.Errorf("queue holds %d entries after the waiter gave up", n)
 		}
 		return nil
@@ -73,7 +76,7 @@ func TestWaitDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	l2.Unlock(ctx)
-	if n, _ := srv.Do(t, "EXISTS", k.queue()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
+	if n, _ := srv.Do(t, "EXISTS", k.Queue()).AsInt64(); n != 0 || lockHeld(t, srv, name) {
 		t.Fatalf("%d keys left", n)
 	}
 }
@@ -85,8 +88,8 @@ func waitLocalWaiters(t *testing.T, s *Session, name string, n int) {
 	got := 0
 	waitSession(t, s, func() bool {
 		got = 0
-		if ns := s.names[nameID{name: name}]; ns != nil {
-			got = len(ns.waiters)
+		if ns := s.m.Lookup(machine.ID{Name: name}); ns != nil {
+			got = ns.Snapshot().Waiters
 		}
 		return got == n
 	}, func() string { return fmt.Sprintf("%d local waiters, want %d", got, n) })
@@ -220,5 +223,82 @@ func TestTryLockAfterGiveUp(t *testing.T) {
 			t.Fatalf("round %d: TryLock right after a Lock gave up, the name free: %v", round, err)
 		}
 		lb.Unlock(ctx)
+	}
+}
+
+// TestDelWakesFirstAttemptWaiter: a DEL of a held key wakes a waiter
+// queued by its first attempt. The holder, told at once, drops its hold
+// without releasing or publishing, so the waiter must hear of the free key
+// itself: its first attempt is tracked like any other. a holds with a
+// 10 s lease; b's Lock queues on its first attempt; the key is deleted. b
+// must get the lock within 500 ms (an untracked waiter would wake when the
+// key's TTL ran out, ~10 s).
+func TestDelWakesFirstAttemptWaiter(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{LeaseTTL: 10 * time.Second})
+	b := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 15*time.Second)
+	name := uniqueName(t)
+	la, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Unlock(ctx)
+	qb := onQueue(b)
+	got := lockAsync(b, ctx, name)
+	waitFor(t, qb, 5*time.Second, "b to queue")
+	srv.Do(t, "DEL", newKeys(DefaultKeyPrefix, name).Lock)
+	deleted := time.Now()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("b: %v", r.err)
+		}
+		t.Logf("b got the lock %v after the DEL", time.Since(deleted).Round(100*time.Microsecond))
+		r.l.Unlock(ctx)
+	case <-time.After(500 * time.Millisecond):
+		pttl, _ := srv.Do(t, "PTTL", newKeys(DefaultKeyPrefix, name).Lock).AsInt64()
+		t.Fatalf("the key was deleted, yet b's Lock still sleeps 500 ms later (key PTTL %d, held: %v)", pttl, lockHeld(t, srv, name))
+	}
+}
+
+// TestQueuedLockReturnsAtCtxEnd: a queued waiter's Lock returns when its
+// ctx ends, not a round trip later: it does not wait for its dequeue's
+// reply. Round trip ~800 ms (a proxy adds 400 ms each way); a waiter
+// queues behind another client's lock with a ctx of 2.5 s: Lock must
+// return within 100 ms of the deadline, with an error matching
+// DeadlineExceeded. (A dequeue waited for inline, with its script load,
+// takes about three round trips here: ~2.4 s late.)
+func TestQueuedLockReturnsAtCtxEnd(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	p := faultproxy.Start(t, srv.Addr())
+	h := newClient(t, srv, Options{})
+	w := newClientThrough(t, srv, p, DefaultLeaseTTL)
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	warmUp(t, w)
+	lh, err := h.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Unlock(ctx)
+	p.SetLatency(400*time.Millisecond, 0)
+	defer p.SetLatency(0, 0)
+	qw := onQueue(w)
+	short, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+	defer cancel()
+	deadline, _ := short.Deadline()
+	got := lockAsync(w, short, name)
+	waitFor(t, qw, 5*time.Second, "the waiter to queue")
+	r := waitFor(t, got, 5*time.Second, "Lock to return")
+	late := time.Since(deadline)
+	t.Logf("Lock returned %v after its ctx's deadline: %v", late.Round(time.Millisecond), r.err)
+	if !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Errorf("Lock: %v, want DeadlineExceeded", r.err)
+	}
+	if late > 100*time.Millisecond {
+		t.Errorf("Lock returned %v after its ctx's deadline, want within 100 ms", late.Round(time.Millisecond))
 	}
 }

@@ -14,9 +14,8 @@ import (
 	"github.com/batonlock/baton/internal/redistest"
 )
 
-// The workload shapes of issue 16 ("Tests that would have caught
-// them"), each with a shorter share of the run than the others in
-// `make test` (share):
+// The workload shapes at the edges of waiting and holding, each with a
+// shorter share of the run than the others in `make test` (share):
 //
 //   - sem-crowd: one session per Client with more goroutines than the
 //     semaphore's limit and longer holds: no waiter asleep while a permit
@@ -37,7 +36,7 @@ import (
 //     readers, (k) and (l).
 //
 // sems and kills-4 run Observe readers too.
-var issue16Shapes = []workloadShape{
+var edgeShapes = []workloadShape{
 	{name: "sem-crowd", leases: []time.Duration{time.Second, time.Second, 10 * time.Second}, names: 1, sems: []int{2},
 		share: 0.5, goroutines: 6, extra: -1, maxHold: 50 * time.Millisecond},
 	{name: "linger-join", leases: []time.Duration{600 * time.Millisecond, 600 * time.Millisecond, 600 * time.Millisecond}, names: 1,

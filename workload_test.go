@@ -39,7 +39,7 @@ type workloadShape struct {
 	cohort   []int // CohortLimit per client slot; nil: default
 	kills    bool  // CLIENT KILL of every connection at random times
 
-	// Shapes for issue 16 (see workload_shapes_test.go).
+	// The edge shapes (see workload_shapes_test.go).
 	share      float64       // of the standard duration of a shape; 0: 1
 	goroutines int           // per Client; 0: the checker's default
 	extra      int           // extra sessions per Client; 0: default, negative: none
@@ -68,7 +68,7 @@ var workloadShapes = []workloadShape{
 	// permits and leaderships contended by sessions of several goroutines,
 	// released, timed out and closed.
 	{name: "sems", leases: mixedLeases, names: 1, sems: []int{2, 3}, elect: 1, cohort: []int{0, 1, 2}, observers: true},
-	issue16Shapes[0], issue16Shapes[1], issue16Shapes[2], issue16Shapes[3],
+	edgeShapes[0], edgeShapes[1], edgeShapes[2], edgeShapes[3],
 	cacheShapes[0],
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/batonlock/baton/internal/adminscript"
 	"github.com/batonlock/baton/internal/keyspace"
 	"github.com/redis/rueidis"
 )
@@ -25,38 +26,7 @@ const inspectQueueMax = 1000
 // server time ms, the hash's fields or nil, 1 when the cache mark holds
 // the lock key's whole value (else 0), then the queue's first entries as
 // they are, "<member>|<deadline ms>|<lease ms>": parseEntry reads them}.
-var readLua = rueidis.NewLuaScript(`
-local k, q, c = KEYS[1], KEYS[2], KEYS[3]
-local v, h = false, false
-local ty = redis.call('TYPE', k).ok
-if ARGV[2] == 'h' and ty == 'hash' then
-  h = redis.call('HGETALL', k)
-elseif ty == 'string' then
-  v = redis.call('GETRANGE', k, 0, 255)
-  -- Longer than any value baton writes: foreign, and the dots keep it so.
-  if redis.call('STRLEN', k) > 256 then v = v .. '...' end
-elseif ty ~= 'none' then
-  v = '<' .. ty .. '>'
-end
-local n = 0
-local qty = redis.call('TYPE', q).ok
-if qty == 'list' then n = redis.call('LLEN', q) end
-local t = redis.call('TIME')
--- Cached while the mark equals the key's value: a stale mark (the lock
--- was released or granted since) differs, and lapses with its TTL.
-local cached = 0
-if c and ty == 'string' and redis.call('TYPE', c).ok == 'string'
-    and redis.call('GET', c) == redis.call('GET', k) then
-  cached = 1
-end
-local r = {v, redis.call('PTTL', k), n, t[1] * 1000 + math.floor(t[2] / 1000), h, cached}
-local max = tonumber(ARGV[1])
-if n == 0 or max == 0 then return r end
-for _, e in ipairs(redis.call('LRANGE', q, 0, max - 1)) do
-  r[#r + 1] = e
-end
-return r
-`)
+var readLua = rueidis.NewLuaScript(adminscript.Read)
 
 // readHeader is how many elements readLua's reply has before the queue
 // entries.

@@ -92,7 +92,7 @@
 //	  "next_cursor": "2816",            // opaque; "" when the walk is done
 //	  "names": [                        // sorted by name, then kind, within the page
 //	    {
-//	      "kind": "lock", "name": "order:42", "held": true, "cached": false,
+//	      "kind": "lock", "name": "order:42", "state": "held", "held": true, "cached": false,
 //	      "marker": false, "foreign": false,
 //	      "value": "", "owner": "502b6f81442d47af12c463caad464958-1:1796092764670403",
 //	      "instance": "web-1:4242",
@@ -108,14 +108,17 @@
 //	}
 //
 // kind is "lock", "semaphore" or "election": a name may be all three, each
-// with keys of its own, and is then listed once per kind. held, marker
+// with keys of its own, and is then listed once per kind. state is one
+// word, as baton ls and show and the page say it: "held" (a lock's
+// holder, permits held, an election's leader), "cached", "pending",
+// "free" or "foreign" (docs/operating.md, "State words"). held, marker
 // (free, with the last fence kept) and foreign (a key baton did not write,
 // its value in value) exclude one another; all three false and no holders
 // means the name has no key of that kind (sessions may still queue for
 // it). cached marks a held lock its session keeps cached between uses
 // (baton.Options.CacheIdle): taken and released without Redis until
-// another session asks for it (admin.Name.Cached); the page shows it as
-// "held (cached)". holders lists the live holders by fence: a held lock's
+// another session asks for it (admin.Name.Cached); its state is
+// "cached". holders lists the live holders by fence: a held lock's
 // one, a semaphore's permit holders (up to limit), an election's holder.
 // For a lock and an election, owner, instance and lease_left_ms are the
 // holder's (the leader's), and "" and 0 when there is none; an election's
@@ -143,7 +146,10 @@
 // Errors are {"error": "message"} (an HTML page for browsers) with status
 // 400 for a bad parameter (including a cursor the handler did not hand out
 // and a malformed match glob), 502 when Redis fails or does not answer in
-// time, and 503 once the client is closed, detected as its default session
+// time (and when it refuses SCAN to the client's user, whom the README's
+// library ACL line does not give it: the message says to add +scan, and
+// the page offers to look one name up, which needs no SCAN), and 503 once
+// the client is closed, detected as its default session
 // being closed. A closed client's counters still work, so the process
 // scope then answers 503 with "stats" beside "error".
 package batonhttp

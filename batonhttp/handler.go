@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/admin"
+	"github.com/redis/rueidis"
 )
 
 // redisTimeout caps each request's Redis calls, so that a stalled Redis
@@ -129,6 +131,8 @@ func (h *handler) writeRedisError(w http.ResponseWriter, html bool, err error) {
 		writeError(w, html, http.StatusServiceUnavailable, fmt.Sprintf("%v (%v)", baton.ErrClosed, err))
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, html, http.StatusBadGateway, fmt.Sprintf("redis did not answer within %v: %v", h.timeout, err))
+	case scanRefused(err):
+		write(w, html, http.StatusBadGateway, errorView{Error: "redis: " + err.Error() + ": " + scanHint, lookup: true}, nil)
 	default:
 		writeError(w, html, http.StatusBadGateway, "redis: "+err.Error())
 	}
@@ -137,6 +141,21 @@ func (h *handler) writeRedisError(w http.ResponseWriter, html bool, err error) {
 // errorView is the body of every error but the closed process scope's.
 type errorView struct {
 	Error string `json:"error"`
+
+	lookup bool // for the HTML page: offer the name= lookup, which needs no SCAN
+}
+
+// scanHint says what to do when Redis refuses SCAN to the client's user:
+// the README's library ACL line leaves SCAN out, as it sees every key name
+// in the database, so the redis scope's listing fails for that user while
+// a name's page (Inspect) works.
+const scanHint = "the Redis user of this service lacks +scan, which listing every instance's names needs " +
+	"(ACL SETUSER <user> +scan, the README's listing line); one name's page, ?scope=redis&name=NAME, needs no SCAN"
+
+// scanRefused reports whether err is Redis refusing SCAN to the user.
+func scanRefused(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOPERM") && strings.Contains(strings.ToLower(re.Error()), "'scan'")
 }
 
 func writeError(w http.ResponseWriter, html bool, status int, msg string) {

@@ -64,7 +64,9 @@ td.wrap{white-space:normal;overflow-wrap:anywhere;min-width:10em}
 </script>
 </body></html>
 {{end}}
-{{define "error"}}{{template "head" .Head}}<p class="error" id="error">{{.Status}}: {{.Message}}</p>{{template "foot"}}{{end}}
+{{define "error"}}{{template "head" .Head}}<p class="error" id="error">{{.Status}}: {{.Message}}</p>
+{{if .Lookup}}<form method="get" id="lookup"><input type="hidden" name="scope" value="redis">
+name <input name="name"> <button>show</button></form>{{end}}{{template "foot"}}{{end}}
 {{define "process"}}{{template "head" .Head}}
 {{if .Error}}<p class="error" id="error">{{.Error}}</p>{{end}}
 <h2>held</h2>
@@ -189,6 +191,7 @@ type (
 		Head    head
 		Status  int
 		Message string
+		Lookup  bool // a form to look one name up (the listing needs SCAN, a name's page not)
 	}
 )
 
@@ -214,7 +217,7 @@ func writeHTML(w http.ResponseWriter, status int, v any, info *pageInfo) {
 		}
 		name, data = "lock", p
 	case errorView:
-		name, data = "error", errorPage{Head: head{Title: "error"}, Status: status, Message: v.Error}
+		name, data = "error", errorPage{Head: head{Title: "error"}, Status: status, Message: v.Error, Lookup: v.lookup}
 	default:
 		panic(fmt.Sprintf("batonhttp: no page for %T", v))
 	}
@@ -326,21 +329,22 @@ func newNameRow(n nameJSON, link string) nameRow {
 	return r
 }
 
-// state names a name's state in a word or two for the tables.
+// state names a name's state in one word, the same in the JSON, the
+// tables, baton ls and show, and the docs (docs/operating.md, "State
+// words"): held (a lock's holder, a semaphore's permit holders, an
+// election's leader), cached (a lock its session keeps between uses),
+// pending (an election's holder not leading yet), free (with or without
+// the last fence kept) or foreign.
 func state(n nameJSON) string {
 	switch {
 	case n.Foreign:
 		return "foreign"
-	case n.Held && n.Kind == "election":
-		return "led"
 	case n.Held && n.Cached:
-		return "held (cached)"
+		return "cached"
 	case n.Held:
 		return "held"
 	case len(n.Holders) > 0:
 		return "pending" // an election's holder, not leading yet
-	case n.Marker && n.Kind == "lock":
-		return "released"
 	default:
 		return "free"
 	}

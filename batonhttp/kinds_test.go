@@ -77,7 +77,7 @@ func (e *redisEnv) testKinds(t *testing.T) {
 		{"semaphore-holders", 1, []string{otherID + ".0", "other:2", tok(pOther)}},
 		{"semaphore-holders", 2, []string{thisID + ".0", "this:1", tok(pThis)}},
 		{"semaphore-queue", 1, []string{otherID + ".1", "other:2"}},
-		{"election", 1, []string{"state", "led"}},
+		{"election", 1, []string{"state", "held"}},
 		{"election", 2, []string{"leader", v.Election.Owner}},
 		{"election-queue", 1, []string{thisID + ".e0", "this:1"}},
 	} {

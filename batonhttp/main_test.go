@@ -167,6 +167,7 @@ type (
 		Name        string      `json:"name"`
 		Held        bool        `json:"held"`
 		Cached      bool        `json:"cached"`
+		State       string      `json:"state"`
 		Marker      bool        `json:"marker"`
 		Foreign     bool        `json:"foreign"`
 		Value       string      `json:"value"`

@@ -43,8 +43,10 @@ type redisLockJSON struct {
 // nameJSON is admin.Name with stable snake_case names and uint64s as
 // decimal strings.
 type nameJSON struct {
-	Kind        string       `json:"kind"`
-	Name        string       `json:"name"`
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+	State string `json:"state"` // see state
+
 	Held        bool         `json:"held"`
 	Cached      bool         `json:"cached"`
 	Marker      bool         `json:"marker"`
@@ -209,6 +211,7 @@ func nameView(n admin.Name) nameJSON {
 			Pending:     h.Pending,
 		})
 	}
+	v.State = state(v)
 	return v
 }
 

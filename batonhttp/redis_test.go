@@ -225,7 +225,7 @@ func (e *redisEnv) testCached(t *testing.T) {
 	if err != nil || merr != nil || v != m || strings.HasPrefix(v, "~") {
 		t.Fatalf("%s: key %q (%v), mark %q (%v); want it cached", name, v, err, m, merr)
 	}
-	e.checkCached(t, name, true, "held (cached)")
+	e.checkCached(t, name, true, "cached")
 
 	l, err := e.other.Lock(ctx, name) // recalls it from cacher
 	if err != nil {
@@ -242,8 +242,8 @@ func (e *redisEnv) testCached(t *testing.T) {
 func (e *redisEnv) checkCached(t *testing.T, name string, cached bool, state string) {
 	t.Helper()
 	for _, n := range []nameDoc{e.inspect(t, name), e.listOne(t, name)} {
-		if !n.Held || n.Cached != cached {
-			t.Errorf("%+v: want held, cached %v", n, cached)
+		if !n.Held || n.Cached != cached || n.State != state {
+			t.Errorf("%+v: want held, cached %v, state %q", n, cached, state)
 		}
 	}
 	var listed []string // the states of name's rows, over the walk's pages

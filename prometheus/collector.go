@@ -199,10 +199,16 @@ func (c *Collector) series(p baton.Primitive, name string) *series {
 }
 
 // howCounter returns the acquisitions counter of h; a How that baton does
-// not define (it never sends one) counts as "unknown".
+// not define (it never sends one) counts as "unknown", and one the
+// primitive cannot have (see hows; baton never sends one) under its name,
+// its series made then.
 func (c *Collector) howCounter(s *series, h baton.How) prometheus.Counter {
-	if h >= baton.Free && h <= baton.Cached {
+	if h >= baton.Free && h <= baton.Cached && s.how[h] != nil {
 		return s.how[h]
 	}
-	return c.acquired.WithLabelValues(append([]string{s.prim, "unknown"}, s.name...)...)
+	how := "unknown"
+	if h >= baton.Free && h <= baton.Cached {
+		how = h.String()
+	}
+	return c.acquired.WithLabelValues(append([]string{s.prim, how}, s.name...)...)
 }

@@ -33,7 +33,9 @@
 // baton does not send, counts under primitive="", one with a Primitive
 // baton does not define under "unknown".)
 //
-// Other label values: how is free, handoff or granted; outcome is
+// Other label values: how is free, handoff, granted or cached (a lock's
+// only: a semaphore's permits and an election's leadership are never
+// passed between goroutines nor cached, and have no such series); outcome is
 // acquired, timeout, canceled, closed or error, and reason the same but
 // acquired; end is released (Unlock), closed (Close) or lost. The name is
 // not a label unless Options.NameLabel is set. The series of the locks

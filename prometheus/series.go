@@ -75,7 +75,7 @@ type series struct {
 	held    prometheus.Gauge
 	waiting prometheus.Gauge
 	losses  prometheus.Counter
-	how     [baton.Cached + 1]prometheus.Counter // index 0 unused
+	how     [baton.Cached + 1]prometheus.Counter // index 0 unused; nil for a how the primitive cannot have (see hows)
 	reason  [nOutcomes]prometheus.Counter        // acquired unused
 	wait    [nOutcomes]prometheus.Observer
 	hold    [nEndings]prometheus.Observer
@@ -93,7 +93,7 @@ func (c *Collector) newSeries(prim string, name ...string) *series {
 		waiting: c.waiting.WithLabelValues(plain...),
 		losses:  c.losses.WithLabelValues(plain...),
 	}
-	for h := baton.Free; h <= baton.Cached; h++ {
+	for _, h := range hows(prim) {
 		s.how[h] = c.acquired.WithLabelValues(with(h.String())...)
 	}
 	for oc := range nOutcomes {
@@ -106,6 +106,19 @@ func (c *Collector) newSeries(prim string, name ...string) *series {
 		s.hold[e] = c.hold.WithLabelValues(with(endingNames[e])...)
 	}
 	return s
+}
+
+// hows are the ways a primitive named prim can be acquired, whose series
+// exist from the primitive's first event: a semaphore's permit and an
+// election's leadership are never passed between goroutines of a session
+// nor cached (baton's CohortLimit and CacheIdle apply to locks), so they
+// are free or granted. A primitive baton does not define may be anything.
+func hows(prim string) []baton.How {
+	switch prim {
+	case baton.PrimitiveSemaphore.String(), baton.PrimitiveElection.String():
+		return []baton.How{baton.Free, baton.Granted}
+	}
+	return []baton.How{baton.Free, baton.Handoff, baton.Granted, baton.Cached}
 }
 
 // group holds the series of one value of the name label (or none), one

@@ -135,7 +135,7 @@ func (b *batonSemaphore) Close() { b.c.Close() }
 // The PEXPIRE is the safety TTL a user adds so that permits of crashed
 // holders come back: every attempt pushes the expiry ttl (Config.TTL, 10 s)
 // into the future, so the key only expires after ttl without any attempt.
-// Its known defects, none of which this benchmark provokes: a crashed
+// Its known flaws, none of which this benchmark provokes: a crashed
 // holder's permit is lost for as long as anyone keeps trying (each INCR
 // renews the key), and once the key has expired under live holders their
 // DECRs take it below zero and let too many holders in. The DECR that

@@ -267,7 +267,7 @@ func Presets() []Scenario {
 }
 
 // Aliases are other names of presets: "repeat" (each goroutine re-locks its
-// own name, issue 18's name for it) is "uncontended".
+// own name, the name the lock-caching runs use) is "uncontended".
 var Aliases = map[string]string{"repeat": "uncontended"}
 
 // DefaultFailover is the failover scenario's setup.

@@ -81,9 +81,10 @@ func TestSemaphoreScenario(t *testing.T) {
 	}
 }
 
-// TestIssue18Presets: the contention shapes of issue 18 run by name, in
-// the standard set, with the parameters the issue measured.
-func TestIssue18Presets(t *testing.T) {
+// TestContentionPresets: the contention shapes (repeat, random-names,
+// alternating, cross-8x2, procs-16) run by name, in the standard set, with
+// the parameters that the figures in bench/README.md were measured with.
+func TestContentionPresets(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
 		name  string

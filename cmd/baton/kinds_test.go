@@ -83,7 +83,7 @@ func TestKinds(t *testing.T) {
 			`(?m)^queue: +1$`, `(?m)^ +1 +` + id3 + `\.0 +\? +\d{4}-`,
 		},
 		{
-			`(?m)^kind: +election$`, `(?m)^state: +led$`, `(?m)^leader: +` + id1 + `\.e0 +\(owner token ` + id1 + `\.e0:\d+\)$`,
+			`(?m)^kind: +election$`, `(?m)^state: +held \(it leads\)$`, `(?m)^leader: +` + id1 + `\.e0 +\(owner token ` + id1 + `\.e0:\d+\)$`,
 			`(?m)^value: +"alpha"$`, `(?m)^instance: +web-1:11$`, `(?m)^token: +` + tok(leader) + `$`,
 			`(?m)^ +1 +` + id2 + `\.e0 +web-2:22 +\d{4}-\S+ +[0-9.]+m?s +3s +"beta"$`,
 		},
@@ -128,8 +128,8 @@ func forcePermitCLI(t *testing.T, opt rueidis.ClientOption, addr string) {
 	}
 
 	r = runBaton(t, "-addr", addr, "release", "-force", "-member", member, name)
-	if r.code != 1 || !strings.Contains(r.stderr, "not a holder") || !strings.Contains(r.stderr, "its holders: "+waiter.Session().ID()+".0") {
-		t.Errorf("second release: exit %d, stderr %q; want 1, not a holder, naming the holder", r.code, r.stderr)
+	if r.code != exitNothing || !strings.Contains(r.stderr, "not a holder") || !strings.Contains(r.stderr, "its holders: "+waiter.Session().ID()+".0") {
+		t.Errorf("second release: exit %d, stderr %q; want %d, not a holder, naming the holder", r.code, r.stderr, exitNothing)
 	}
 	if w.Err() != nil {
 		t.Errorf("the new holder's Err = %v after a refused release", w.Err())
@@ -137,8 +137,8 @@ func forcePermitCLI(t *testing.T, opt rueidis.ClientOption, addr string) {
 	// A lock release of a name that is only a semaphore says how to take a
 	// permit.
 	r = runBaton(t, "-addr", addr, "release", "-force", name)
-	if r.code != 0 || !strings.Contains(r.stdout, "nothing changed") || !strings.Contains(r.stdout, "is also a semaphore with 1 of 1 permits held") {
-		t.Errorf("lock release of a semaphore's name: exit %d, stdout %q", r.code, r.stdout)
+	if r.code != exitNothing || !strings.Contains(r.stderr, "nothing released") || !strings.Contains(r.stderr, "is also a semaphore with 1 of 1 permits held") {
+		t.Errorf("lock release of a semaphore's name: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
@@ -181,8 +181,8 @@ func forceLeaderCLI(t *testing.T, opt rueidis.ClientOption, addr string) {
 	locktest.Unlock(t, l2)
 	locktest.AwaitLeader(t, obs, baton.Leader{})
 	r = runBaton(t, "-addr", addr, "release", "-force", "-kind", "election", name)
-	if r.code != 0 || !strings.Contains(r.stdout, "nobody leads election "+name+": nothing changed") {
-		t.Errorf("release with nobody leading: exit %d, stdout %q", r.code, r.stdout)
+	if r.code != exitNothing || !strings.Contains(r.stderr, "nobody leads election "+name+": nothing released") {
+		t.Errorf("release with nobody leading: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 

@@ -11,7 +11,7 @@
 //
 //	ls [-match GLOB] [-kind KIND]          one line per name and kind: state, token,
 //	                                       soonest lease left, queue length, holders, instances
-//	                                       (state held,cached: a lock its session keeps cached)
+//	                                       (states: held, cached, pending, free, foreign)
 //	show NAME                              every kind found under NAME: holders (member,
 //	                                       instance, token, lease), an election's value, the queue
 //	release -force NAME                    take the lock from its holder (see below)
@@ -32,8 +32,9 @@
 // permit or leadership goes to the first live queued session, as the
 // holder's own release would give it (an election's observers are told of
 // the new leader), or becomes free; tokens keep rising. A free name is
-// left as it is, and so is a key holding a value baton did not write. A
-// -member that does not hold is refused (exit 1), and nothing changes.
+// left as it is (exit 3), and so is a key holding a value baton did not
+// write (exit 1). A -member that does not hold is refused (exit 3), and
+// nothing changes.
 //
 // Redis Cluster is found from -addr as rueidis finds it; -sentinel-master
 // makes -addr the sentinels' addresses.
@@ -47,9 +48,12 @@
 // -tls-insecure. With -sentinel-master, TLS applies to the sentinels too;
 // the user and password to the master only.
 //
-// Exit status: 0 success, 1 a Redis error (failing to connect or to log in
-// included), a foreign value or a -member that does not hold, 2 bad usage
-// (a malformed -addr or -member, an unreadable -tls-ca file included).
+// Exit status: 0 success (for release: something was released), 1 a Redis
+// error (failing to connect or to log in included) or a foreign value, 2
+// bad usage (a malformed -addr or -member, an unreadable -tls-ca file
+// included; one line on stderr, then "run 'baton help'"), 3 release found
+// nothing to release (the name is not held, nobody leads the election, or
+// -member does not hold), with one line on stderr saying so.
 package main
 
 import (
@@ -68,9 +72,10 @@ import (
 
 // Exit statuses.
 const (
-	exitOK    = 0
-	exitRedis = 1 // Redis failed or refused, the key holds a foreign value, or -member does not hold
-	exitUsage = 2
+	exitOK      = 0
+	exitRedis   = 1 // Redis failed or refused, or the key holds a foreign value
+	exitUsage   = 2
+	exitNothing = 3 // release found nothing to release: the name is free, nobody leads, or -member does not hold
 )
 
 func main() {
@@ -103,8 +108,10 @@ the -addr URL, then $REDISCLI_AUTH for the password):
   -tls [-tls-ca ca.pem | -tls-insecure]   TLS, trusting the system's CAs, or
                                           only ca.pem's, or not verifying
 
-exit status: 0 success, 1 a Redis error (connecting and logging in
-included), a foreign value or a -member that does not hold, 2 bad usage
+exit status: 0 success (release: something was released), 1 a Redis
+error (connecting and logging in included) or a foreign value, 2 bad
+usage, 3 release found nothing to release (the name is not held, nobody
+leads, or -member does not hold)
 
 flags:
 `
@@ -122,7 +129,6 @@ type config struct {
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg := config{out: stdout, err: stderr}
 	fs := flag.NewFlagSet("baton", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var conn connFlags
 	conn.register(fs)
 	fs.StringVar(&cfg.prefix, "prefix", "baton", "the key prefix of the locks (baton.Options.KeyPrefix)")
@@ -131,25 +137,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := quietParse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
 			return exitOK
 		}
-		return exitUsage
+		return cfg.usageError(err.Error())
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	var err error
 	if cfg.redis, err = conn.resolve(explicit, os.LookupEnv); err != nil {
-		return cfg.usageError(fs, err.Error())
+		return cfg.usageError(err.Error())
 	}
 	switch {
 	case cfg.timeout <= 0:
-		return cfg.usageError(fs, "-timeout must be positive")
+		return cfg.usageError("-timeout must be positive")
 	case strings.ContainsAny(cfg.prefix, "{}"):
-		return cfg.usageError(fs, "-prefix must not contain '{' or '}'")
+		return cfg.usageError("-prefix must not contain '{' or '}'")
 	case fs.NArg() == 0:
-		return cfg.usageError(fs, "missing verb")
+		return cfg.usageError("missing verb")
 	}
 	verb, rest := fs.Arg(0), fs.Args()[1:]
 	var do func(a *admin.Admin) int
@@ -166,7 +174,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitOK
 	default:
-		return cfg.usageError(fs, fmt.Sprintf("unknown verb %q", verb))
+		return cfg.usageError(fmt.Sprintf("unknown verb %q", verb))
 	}
 	if do == nil {
 		return code
@@ -180,10 +188,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return do(a)
 }
 
-func (cfg *config) usageError(fs *flag.FlagSet, msg string) int {
-	fmt.Fprintf(cfg.err, "baton: %s\n", msg)
-	fs.Usage()
+// usageError reports bad usage in one line, with a pointer to the help.
+func (cfg *config) usageError(msg string) int {
+	fmt.Fprintf(cfg.err, "baton: %s (%s)\n", msg, helpPointer)
 	return exitUsage
+}
+
+// helpPointer ends every usage error: the help is long, the error one line.
+const helpPointer = "run 'baton help'"
+
+// quietParse parses args with fs, which prints nothing: the caller reports
+// an error in one line, and prints the usage itself for -h.
+func quietParse(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	usage := fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	defer func() { fs.SetOutput(out); fs.Usage = usage }()
+	return fs.Parse(args)
 }
 
 // connect makes the rueidis client and the Admin on it.
@@ -221,11 +243,24 @@ func (cfg *config) exitCode(err error) int {
 		errors.Is(err, admin.ErrInvalidMember) {
 		return exitUsage
 	}
+	if errors.Is(err, admin.ErrNotHolder) {
+		return exitNothing
+	}
 	return exitRedis
 }
 
-// fail reports err and returns its exit status.
+// fail reports err in one line, with the pointer to the help for bad
+// usage and what to check when Redis refused the user a permission, and
+// returns its exit status.
 func (cfg *config) fail(err error) int {
-	fmt.Fprintf(cfg.err, "baton: %v\n", err)
-	return cfg.exitCode(err)
+	code := cfg.exitCode(err)
+	switch h := permHint(err, cfg.redis, cfg.prefix); {
+	case code == exitUsage:
+		fmt.Fprintf(cfg.err, "baton: %v (%s)\n", err, helpPointer)
+	case h != "":
+		fmt.Fprintf(cfg.err, "baton: %v (%s)\n", err, h)
+	default:
+		fmt.Fprintf(cfg.err, "baton: %v\n", err)
+	}
+	return code
 }

@@ -24,9 +24,7 @@ func (cfg *config) parseRelease(args []string) (func(*admin.Admin) int, int) {
 	}
 	kind, err := releaseKind(admin.Kind(*kindFlag), *member)
 	if err != nil {
-		fmt.Fprintf(cfg.err, "baton release: %v\n", err)
-		fs.Usage()
-		return nil, exitUsage
+		return nil, cfg.verbError("release", err.Error())
 	}
 	if !*force {
 		fmt.Fprintf(cfg.err, "baton: refusing to release %s without -force: it evicts the holder, "+
@@ -103,9 +101,12 @@ func (cfg *config) release(a *admin.Admin, name string) int {
 		if was.Marker {
 			how = fmt.Sprintf("released marker, last token %d", was.Token)
 		}
-		fmt.Fprintf(cfg.out, "%s is not held (%s): nothing changed\n", quote(name), how)
+		fmt.Fprintf(cfg.err, "baton: %s is not held (%s): nothing released\n", quote(name), how)
 		cfg.otherKinds(a, name)
-		return exitOK
+		return exitNothing
+	case admin.ActionRecalled:
+		fmt.Fprintf(cfg.out, "recalled %s from %s (token %d, instance %s), which keeps it cached: nobody else gets it until that holder lets go, at once if unused, else at its next renewal\n",
+			quote(name), was.Owner, was.Token, instance(r.Evicted.Instance))
 	case admin.ActionGranted:
 		fmt.Fprintf(cfg.out, "took %s from %s (token %d, instance %s)\n", quote(name), was.Owner, was.Token, instance(r.Evicted.Instance))
 		fmt.Fprintf(cfg.out, "granted to %s with token %d\n", r.Grantee, r.Token())
@@ -128,10 +129,10 @@ func (cfg *config) otherKinds(a *admin.Admin, name string) {
 	for _, n := range ns {
 		switch {
 		case n.Kind == admin.KindSemaphore && len(n.Holders) > 0:
-			fmt.Fprintf(cfg.out, "note: %s is also a semaphore with %d of %d permits held: `baton release -force -member MEMBER %s` takes one (`baton show %s` lists them)\n",
+			fmt.Fprintf(cfg.err, "note: %s is also a semaphore with %d of %d permits held: `baton release -force -member MEMBER %s` takes one (`baton show %s` lists them)\n",
 				quote(name), len(n.Holders), n.Limit, quote(name), quote(name))
 		case n.Kind == admin.KindElection && len(n.Holders) > 0:
-			fmt.Fprintf(cfg.out, "note: %s is also an election: `baton release -force -kind election %s` takes the leadership\n", quote(name), quote(name))
+			fmt.Fprintf(cfg.err, "note: %s is also an election: `baton release -force -kind election %s` takes the leadership\n", quote(name), quote(name))
 		}
 	}
 }
@@ -150,11 +151,11 @@ func (cfg *config) releaseHolder(a *admin.Admin, kind admin.Kind, name, member s
 		what = "the leadership of election"
 	}
 	if r.Action == admin.ActionNone { // an election without a leader
-		fmt.Fprintf(cfg.out, "nobody leads election %s: nothing changed\n", quote(name))
+		fmt.Fprintf(cfg.err, "baton: nobody leads election %s: nothing released\n", quote(name))
 		for _, h := range r.Was.Holders {
-			fmt.Fprintf(cfg.out, "note: %s was granted the leadership and has not taken it yet; `baton release -force -member %s %s` takes it from it\n", h.Member, h.Member, quote(name))
+			fmt.Fprintf(cfg.err, "note: %s was granted the leadership and has not taken it yet; `baton release -force -member %s %s` takes it from it\n", h.Member, h.Member, quote(name))
 		}
-		return exitOK
+		return exitNothing
 	}
 	h := r.Evicted
 	value := ""

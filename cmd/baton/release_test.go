@@ -84,6 +84,9 @@ func TestReleaseForceNoWaiter(t *testing.T) {
 	}
 }
 
+// TestReleaseForceFree: a release of a name nobody holds changes nothing
+// and exits 3 (exitNothing) with one line saying so, so that a script can
+// tell it from a release.
 func TestReleaseForceFree(t *testing.T) {
 	srv := redistest.Start(t)
 	c := locktest.NewBaton(t, srv.Option(), time.Second)
@@ -92,13 +95,13 @@ func TestReleaseForceFree(t *testing.T) {
 	l := locktest.Lock(t, c, released)
 	locktest.Unlock(t, l)
 	for _, tc := range []struct{ name, says string }{
-		{locktest.UniqueName(t), "(no key): nothing changed"},
-		{released, fmt.Sprintf("(released marker, last token %d): nothing changed", l.Token())},
+		{locktest.UniqueName(t), "(no key): nothing released"},
+		{released, fmt.Sprintf("(released marker, last token %d): nothing released", l.Token())},
 	} {
 		before := get(t, rc, lockKey(tc.name))
 		r := runBaton(t, "-addr", srv.Addr(), "release", "-force", tc.name)
-		if r.code != 0 || !strings.Contains(r.stdout, tc.name+" is not held "+tc.says) {
-			t.Errorf("%s: exit %d, stdout %q; want 0 and %q", tc.name, r.code, r.stdout, tc.says)
+		if r.code != exitNothing || r.stderr != "baton: "+tc.name+" is not held "+tc.says+"\n" || r.stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want %d and one line %q", tc.name, r.code, r.stdout, r.stderr, exitNothing, tc.says)
 		}
 		if after := get(t, rc, lockKey(tc.name)); after != before {
 			t.Errorf("%s: key changed from %q to %q", tc.name, before, after)

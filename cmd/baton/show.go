@@ -60,7 +60,7 @@ func showLock(w io.Writer, n admin.Name) {
 	case n.Held:
 		st := "held"
 		if n.Cached {
-			st += " (cached: kept by its session between uses, until another session asks for it)"
+			st = "cached (held by its session between uses, until another session asks for it)"
 		}
 		fmt.Fprintf(w, "state:\t%s\n", st)
 		fmt.Fprintf(w, "holder:\t%s\t(owner token: session %s, fence %d)\n", n.Owner, n.Member(), n.Fence)
@@ -114,7 +114,7 @@ func showSemaphore(w io.Writer, n admin.Name) {
 func showElection(w io.Writer, n admin.Name) {
 	switch {
 	case n.Held:
-		fmt.Fprintf(w, "state:\tled\n")
+		fmt.Fprintf(w, "state:\theld (it leads)\n")
 		fmt.Fprintf(w, "leader:\t%s\t(owner token %s)\n", n.Member(), n.Owner)
 		fmt.Fprintf(w, "value:\t%q\n", n.Value)
 		fmt.Fprintf(w, "instance:\t%s\n", instance(n.Instance))

@@ -17,36 +17,38 @@ import (
 )
 
 // verbFlags parses a verb's flags, which may come before or after its one
-// argument, NAME (want false: no argument).
+// argument, NAME (want false: no argument). -h prints the verb's usage;
+// an error is one line with a pointer to the help.
 func (cfg *config) verbFlags(fs *flag.FlagSet, synopsis string, args []string, want bool) (name string, code int, ok bool) {
-	fs.SetOutput(cfg.err)
+	fs.SetOutput(cfg.out)
 	fs.Usage = func() {
-		fmt.Fprintf(cfg.err, "usage: baton [flags] %s\n", synopsis)
+		fmt.Fprintf(cfg.out, "usage: baton [flags] %s\n", synopsis)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", exitOK, false
-		}
-		return "", exitUsage, false
-	}
-	if want && fs.NArg() > 0 {
+	err := quietParse(fs, args)
+	if err == nil && want && fs.NArg() > 0 {
 		name = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return "", exitUsage, false
-		}
+		err = quietParse(fs, fs.Args()[1:])
 	}
 	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return "", exitOK, false
+	case err != nil:
+		return "", cfg.verbError(fs.Name(), err.Error()), false
 	case want && name == "":
-		fmt.Fprintf(cfg.err, "baton %s: missing NAME\n", fs.Name())
-		fs.Usage()
-		return "", exitUsage, false
+		return "", cfg.verbError(fs.Name(), "missing NAME"), false
 	case fs.NArg() > 0:
-		fmt.Fprintf(cfg.err, "baton %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		fs.Usage()
-		return "", exitUsage, false
+		return "", cfg.verbError(fs.Name(), fmt.Sprintf("unexpected argument %q", fs.Arg(0))), false
 	}
 	return name, exitOK, true
+}
+
+// verbError reports bad usage of verb in one line, with a pointer to the
+// help.
+func (cfg *config) verbError(verb, msg string) int {
+	fmt.Fprintf(cfg.err, "baton %s: %s (%s)\n", verb, msg, helpPointer)
+	return exitUsage
 }
 
 func (cfg *config) parseLs(args []string) (func(*admin.Admin) int, int) {
@@ -57,8 +59,7 @@ func (cfg *config) parseLs(args []string) (func(*admin.Admin) int, int) {
 		return nil, code
 	}
 	if *kind != "" && !slices.Contains(kinds, admin.Kind(*kind)) {
-		fmt.Fprintf(cfg.err, "baton ls: -kind %q: want lock, semaphore or election\n", *kind)
-		return nil, exitUsage
+		return nil, cfg.verbError("ls", fmt.Sprintf("-kind %q: want lock, semaphore or election", *kind))
 	}
 	return func(a *admin.Admin) int { return cfg.ls(a, *match, admin.Kind(*kind)) }, exitOK
 }
@@ -104,14 +105,15 @@ func (cfg *config) ls(a *admin.Admin, match string, kind admin.Kind) int {
 	return exitOK
 }
 
-// state names a name's state in one word: held (a lock's holder, a
-// semaphore's permit holders, an election's leader), held,cached (a lock
-// its session keeps cached between uses, admin.Name.Cached), pending (an
-// election's holder not leading yet), free or foreign.
+// state names a name's state in one word, the same in ls, show, the page
+// and the docs (docs/operating.md, "State words"): held (a lock's holder,
+// a semaphore's permit holders, an election's leader), cached (a lock its
+// session keeps between uses, admin.Name.Cached), pending (an election's
+// holder not leading yet), free or foreign.
 func state(n admin.Name) string {
 	switch {
 	case n.Held && n.Cached:
-		return "held,cached"
+		return "cached"
 	case n.Held:
 		return "held"
 	case n.Foreign:

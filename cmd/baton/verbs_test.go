@@ -116,8 +116,8 @@ func TestShow(t *testing.T) {
 	matchRe(t, "show unused", r.stdout, `(?m)^state: +free \(no key\)$`)
 }
 
-// TestCached: a lock its session keeps cached shows as held,cached in ls
-// and says so in show; once another client's Lock recalls it, as held.
+// TestCached: a lock its session keeps cached shows as cached in ls and
+// show; once another client's Lock recalls it, as held.
 func TestCached(t *testing.T) {
 	srv := redistest.Start(t)
 	c1 := locktest.NewBatonWith(t, baton.Options{Redis: srv.Option(), LeaseTTL: 5 * time.Second, CacheIdle: time.Minute})
@@ -132,11 +132,11 @@ func TestCached(t *testing.T) {
 	}
 
 	r := runBaton(t, "-addr", srv.Addr(), "ls")
-	if row := lsRows(t, r.stdout)[name]; r.code != 0 || row == nil || row[1] != "held,cached" || row[5] != "1/1" {
-		t.Errorf("ls: exit %d, %q; want held,cached by one holder", r.code, row)
+	if row := lsRows(t, r.stdout)[name]; r.code != 0 || row == nil || row[1] != "cached" || row[5] != "1/1" {
+		t.Errorf("ls: exit %d, %q; want cached by one holder", r.code, row)
 	}
 	r = runBaton(t, "-addr", srv.Addr(), "show", name)
-	matchRe(t, "show cached", r.stdout, `(?m)^state: +held \(cached: `)
+	matchRe(t, "show cached", r.stdout, `(?m)^state: +cached \(held by its session between uses`)
 
 	l := locktest.Lock(t, c2, name) // recalls it from c1
 	r = runBaton(t, "-addr", srv.Addr(), "ls")
@@ -182,13 +182,25 @@ func TestUsage(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, tc.stderr) {
 			t.Errorf("baton %q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.stderr)
 		}
+		// One line and a pointer, not the help.
+		if lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n"); len(lines) != 1 || !strings.HasSuffix(lines[0], "(run 'baton help')") {
+			t.Errorf("baton %q: stderr %q; want one line ending (run 'baton help')", tc.args, r.stderr)
+		}
+		if r.stdout != "" {
+			t.Errorf("baton %q: stdout %q; want nothing", tc.args, r.stdout)
+		}
 	}
 	// Flags may follow NAME.
-	if r := runBaton(t, append(addr, "release", "never-held", "-force")...); r.code != 0 || !strings.Contains(r.stdout, "nothing changed") {
-		t.Errorf("release NAME -force: exit %d, stdout %q; want 0, nothing changed", r.code, r.stdout)
+	if r := runBaton(t, append(addr, "release", "never-held", "-force")...); r.code != exitNothing || !strings.Contains(r.stderr, "nothing released") {
+		t.Errorf("release NAME -force: exit %d, stderr %q; want %d, nothing released", r.code, r.stderr, exitNothing)
 	}
-	if r := runBaton(t, "help"); r.code != 0 || !strings.Contains(r.stdout, "release -force NAME") {
-		t.Errorf("help: exit %d, stdout %q; want 0 and the usage", r.code, r.stdout)
+	for _, args := range [][]string{{"help"}, {"-h"}, {"-help"}} {
+		if r := runBaton(t, args...); r.code != 0 || !strings.Contains(r.stdout, "release -force NAME") || !strings.Contains(r.stdout, "-addr") {
+			t.Errorf("%q: exit %d, stdout %q; want 0 and the usage with the flags", args, r.code, r.stdout)
+		}
+	}
+	if r := runBaton(t, "ls", "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: baton [flags] ls") || !strings.Contains(r.stdout, "-match") {
+		t.Errorf("ls -h: exit %d, stdout %q; want 0 and ls's usage", r.code, r.stdout)
 	}
 }
 

@@ -81,3 +81,30 @@ func TestJudgeLeaders(t *testing.T) {
 		t.Fatalf("%d inversions, %d foreign, %d unclaimed: %v", rep.LeaderInversions, rep.ForeignLeaders, rep.UnclaimedLeaders, rep.failures)
 	}
 }
+
+// TestPhantomLeaders: planted findings for leaders read after a fault and
+// its grace. A leader that no Campaign returned (an earlier grant to the
+// same value under another token, or a campaign that returned no
+// leadership) is a phantom; one read within the fault's grace is excused.
+func TestPhantomLeaders(t *testing.T) {
+	t0 := time.Now()
+	r := &run{cfg: Config{KeyPrefix: "chk", FaultGrace: time.Second}, faultStart: t0, faultEnd: t0}
+	r.electNames()
+	r.el.campaigns["e"] = map[string]*campaign{"a": {a: &acq{token: 10}}, "b": {}}
+	late := t0.Add(2 * time.Second) // after the fault and its grace
+	read := func(at time.Time, l baton.Leader) timedLeader { return timedLeader{at, at, l} }
+	var rep Report
+	r.judgeLeaders(&rep, "e", "reader", []timedLeader{
+		read(late, baton.Leader{Value: "a", Token: 5}),  // an earlier grant to a, which returned 10
+		read(late, baton.Leader{Value: "a", Token: 10}), // a's
+		read(late, baton.Leader{Value: "b", Token: 20}), // b returned no leadership
+	})
+	if rep.PhantomLeaders != 2 || rep.ForeignLeaders != 0 {
+		t.Fatalf("%d phantoms, %d foreign: %v", rep.PhantomLeaders, rep.ForeignLeaders, rep.failures)
+	}
+	rep = Report{}
+	r.judgeLeaders(&rep, "e", "reader", []timedLeader{read(t0.Add(500*time.Millisecond), baton.Leader{Value: "b", Token: 20})})
+	if rep.PhantomLeaders != 0 {
+		t.Fatalf("a phantom read in the fault's grace was not excused: %v", rep.failures)
+	}
+}

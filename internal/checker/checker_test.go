@@ -214,3 +214,38 @@ func TestKind(t *testing.T) {
 		t.Fatalf("Kind(%v) = %q, want redis:NOSCRIPT", rerr, got)
 	}
 }
+
+// TestDataLossTellBound: planted findings for holders told late of a data
+// loss (Config.DataLoss). A holder told of its loss within
+// Config.TellBound of its successor's acquisition is no overlap; one told
+// later, or never, is; a hold too young at the loss to be tracked hears of
+// it at its first check (Config.FirstCheck) and is not late.
+func TestDataLossTellBound(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	overlap := func(lost, acquired int) Report {
+		r := &run{cfg: Config{DataLoss: true, TellBound: 10 * time.Millisecond, FirstCheck: 50 * time.Millisecond}, lease: time.Second, faultStart: t0}
+		r.losses = []window{{at(200), at(210)}} // the hold is 200 ms old: tracked
+		a := &acq{client: 0, name: "n", token: 1, start: at(0), acquired: at(acquired), unlockAt: at(400), unlockRet: at(401)}
+		if lost > 0 {
+			a.lost = at(lost)
+		}
+		rep := Report{MinLossLead: -1}
+		r.overlaps(&rep, "n", []*acq{a, {client: 1, name: "n", token: 2, acquired: at(220), unlockAt: at(300), unlockRet: at(301)}})
+		return rep
+	}
+	if rep := overlap(225, 0); rep.Overlaps != 0 || rep.ToldInTime != 1 {
+		t.Fatalf("told 5 ms after: %d overlaps, %d in time", rep.Overlaps, rep.ToldInTime)
+	}
+	rep := overlap(260, 0)
+	if rep.Overlaps != 1 || rep.ToldLate != 1 || !strings.Contains(strings.Join(rep.failures, "\n"), "told of its loss 40ms after that") {
+		t.Fatalf("told 40 ms after: %d overlaps, %d late: %v", rep.Overlaps, rep.ToldLate, rep.failures)
+	}
+	if rep := overlap(0, 0); rep.Overlaps != 1 {
+		t.Fatalf("never told: %d overlaps", rep.Overlaps)
+	}
+	// A hold 10 ms old at the loss hears of it at its first check (50 ms in).
+	if rep := overlap(238, 190); rep.Overlaps != 0 {
+		t.Fatalf("young hold told at its first check: %d overlaps: %v", rep.Overlaps, rep.failures)
+	}
+}

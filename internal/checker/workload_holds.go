@@ -153,7 +153,7 @@ func (r *wrun) addHold(c *wcall, l *baton.Lock, now time.Time, ended error) *who
 	// session's mutex some time after the call to Close), so only a Close
 	// that had returned before the call began surely came first; baton
 	// returns ErrClosed when its Close ended the lock before the call
-	// returned (TestIssue16Defect19TryLockRacingClose checks it in the
+	// returned (TestTryLockRacingCloseReturnsNoEndedLock checks it in the
 	// process).
 	closedSince := errors.Is(h.returnedEnded, baton.ErrClosed) && !closeStart.IsZero() && (closeEnd.IsZero() || closeEnd.After(c.start))
 	if h.returnedEnded != nil && !errors.Is(h.returnedEnded, baton.ErrLockLost) && !closedSince {

@@ -255,8 +255,8 @@ func ctxEnded(ctx context.Context, deadline time.Time, cancelled *atomic.Bool, n
 }
 
 // ctxSlack: a ctx error is judged only if its deadline was at least this
-// far ahead (timer and clock granularity; the defect it looks for leaves
-// hundreds of ms).
+// far ahead (timer and clock granularity; a ctx error that is not the
+// caller's comes hundreds of ms early).
 const ctxSlack = time.Millisecond
 
 // judgeCtxErr fails a ctx error whose ctx had not ended: its deadline was

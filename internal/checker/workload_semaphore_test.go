@@ -234,3 +234,61 @@ func TestWorkloadElectionOracles(t *testing.T) {
 		a.check(t, oToken, 1)
 	})
 }
+
+// TestWorkloadSemFIFOOracle: the semaphore FIFO oracle fails a waiter that
+// another session's later calls overtook more often than its bound (5
+// with no goroutine of its own session ahead of it, 7 with one), and
+// passes one overtaken 5 times.
+func TestWorkloadSemFIFOOracle(t *testing.T) {
+	build := func(overtakes int, ownAhead bool) analysisRun {
+		a := semAnalysis(2)
+		s, u, x := a.session("s", time.Second), a.session("u", time.Second), a.session("x", time.Second)
+		a.permit(x, 100, 0, 1, 500)         // one permit taken throughout
+		w := a.wait(s, 10, 25+40*overtakes) // waits until just after the last of u's
+		w.op = opAcquire
+		if ownAhead {
+			x := a.wait(s, 5, 30) // a goroutine of s ahead of it
+			x.op = opAcquire
+		}
+		for i := range overtakes { // u's calls begin after w's and return during it
+			at := 20 + 40*i
+			a.permit(u, uint64(i+1), at, at+1, at+30)
+		}
+		return a
+	}
+	rep := build(6, false).check(t, oFIFO, 1) // bound 2 x 1 + 1 + 2 = 5
+	if rep.MaxOvertakes != 6 || !strings.Contains(rep.Failures[oFIFO][0], "u took 6 permits") {
+		t.Fatalf("max overtakes %d: %v", rep.MaxOvertakes, rep.Failures[oFIFO])
+	}
+	build(5, false).check(t, oFIFO, 0)
+	build(6, true).check(t, oFIFO, 0) // bound 2 x 2 + 1 + 2 = 7
+}
+
+// TestWorkloadObservedLeaders: the Observe oracle fails a leader that an
+// observer reported while its Campaign returned a ctx error (a phantom),
+// and passes it when the Campaign returned that leadership.
+func TestWorkloadObservedLeaders(t *testing.T) {
+	build := func(campaignOK bool) analysisRun {
+		a := semAnalysis(1)
+		a.elect = []bool{true}
+		s := a.session("s", time.Second)
+		c := &wcall{op: opCampaign, sess: s, name: 0, start: a.at(0), end: a.at(10), value: "v1", kind: "context", errText: "ctx"}
+		if campaignOK {
+			c.kind, c.errText = "", ""
+			h := &whold{call: c, sess: s, token: 7, acquired: a.at(10), unlocked: true, unlockAt: a.at(20), unlockRet: a.at(21), doneAt: a.at(20), cause: baton.ErrUnlocked}
+			c.hold = h
+			a.holds = append(a.holds, h)
+		}
+		a.calls = append(a.calls, c)
+		cl := &wclient{label: "c0"}
+		a.obs = []*wobserve{{cl: cl, name: 0, start: a.at(0), end: a.at(30), seen: []seenLeader{
+			{a.at(9), baton.Leader{Value: "v1", Token: 7}}, {a.at(25), baton.Leader{}},
+		}}}
+		return a
+	}
+	rep := build(false).check(t, oObserve, 1)
+	if !strings.Contains(rep.Failures[oObserve][0], "phantom") {
+		t.Fatalf("%v", rep.Failures[oObserve])
+	}
+	build(true).check(t, oObserve, 0)
+}

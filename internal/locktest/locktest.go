@@ -8,6 +8,7 @@ package locktest
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -263,4 +264,28 @@ func WaitDone(t testing.TB, l *baton.Lock, d time.Duration, what string) {
 	case <-time.After(d):
 		t.Fatalf("%s: Done of %q still open after %v", what, l.Name(), d)
 	}
+}
+
+// ReadmeACL returns the words of the one-line ACL SETUSER block that
+// follows marker ("<!-- acl -->", "<!-- acl-list -->") in the README at
+// path, as the root package's TestACL tests read it, and the user and
+// password it sets (the password empty when it sets none).
+func ReadmeACL(t testing.TB, path, marker string) (words []string, user, password string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), marker)
+	lines := strings.Split(strings.TrimLeft(after, " \n"), "\n")
+	if !ok || len(lines) < 3 || lines[0] != "```" || !strings.HasPrefix(lines[1], "ACL SETUSER ") {
+		t.Fatalf("%s has no ACL line after %s", path, marker)
+	}
+	words = strings.Fields(lines[1])
+	for _, w := range words {
+		if p, ok := strings.CutPrefix(w, ">"); ok {
+			password = p
+		}
+	}
+	return words, words[2], password
 }

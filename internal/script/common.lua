@@ -1,29 +1,10 @@
 -- Shared helpers, put where a script says --@common (else at its top):
 -- making them costs every call, so fast paths run before. handoff.lua
--- comes before them (tell).
+-- comes before them (now, fence, tell, grant).
 -- The lock key holds "<member>:<fence>" while held and "~<fence>" while
 -- free (with a TTL of an hour), so it always carries the last fence issued
 -- and, when free, says that nobody is queued. Its queue q (entries as
 -- handoff.lua says) shares the key's {name} hash tag.
-
-local clock
--- now returns the server time in ms and µs, asking Redis at most once.
-local function now()
-  if not clock then
-    local t = redis.call('TIME')
-    clock = {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(t[1]) * 1000000 + tonumber(t[2])}
-  end
-  return clock[1], clock[2]
-end
-
--- fence returns a fencing token above last (the last one issued, if known)
--- and never below the server clock in µs, so tokens keep rising when the
--- key and its count are lost.
-local function fence(last)
-  local _, us = now()
-  if last and last >= us then return last + 1 end
-  return us
-end
 
 local function fmt(n) return string.format('%.0f', n) end
 
@@ -92,22 +73,15 @@ end
 
 -- release ends a hold whose last fence is last (nil: unknown): it grants
 -- the lock to the first live queued session other than skip whose client
--- hears the grant (the grantee owns the lock when the message arrives), or
--- marks the key free. Returns the grantee and its fence, or nil.
+-- hears the grant (see grant), or marks the key free. Returns the grantee
+-- and its fence, or nil and the free marker's fence.
 local function release(k, q, last, skip, via, name)
-  while true do
-    local e = redis.call('LPOP', q)
-    if not e then break end
-    local h, dl, lease = unentry(e)
-    if h and h ~= skip and dl >= now() then
-      local f = fence(last)
-      redis.call('SET', k, h .. ':' .. fmt(f), 'PX', lease)
-      if tell(via, h, f, name) then return h, f end
-      last = f -- nobody heard it: the next grant, or the marker, is above it
-    end
-  end
-  redis.call('SET', k, '~' .. fmt(last or fence(nil)), 'PX', '3600000')
-  return nil
+  local h, f, _
+  h, f, _, last = grant(q, skip, last, k, false, via, name)
+  if h then return h, f end
+  last = last or fence(nil)
+  redis.call('SET', k, '~' .. fmt(last), 'PX', '3600000')
+  return nil, last
 end
 
 -- parse splits a lock value into its owner member (nil when free) and
@@ -119,4 +93,23 @@ local function parse(v)
   local m, g = string.match(v, '^(%x+%-%d+):(%d+)$')
   if m then return m, tonumber(g) end
   return false, nil
+end
+
+-- cachedby reads, for the lock key k that is gone, its cache mark
+-- "<k>:c": the value a session keeps cached (release.lua's mode "k"),
+-- deleted by that hold's release (or a renewal that finds the key gone).
+-- A session that does not track held keys (DisableHeldTracking, Redis
+-- Cluster) hears of a DEL or a force release of its cached key at its
+-- next renewal, and serves the lock from its cache until then: the name
+-- is that session's until it lets go, which it does at once when
+-- recalled. Returns the mark's member when it is not member, and the
+-- mark's fence; a mark of member's (whose hold is gone, as it asks) or not
+-- of baton's form is deleted.
+local function cachedby(k, member)
+  local v = redis.pcall('GET', k .. ':c')
+  if type(v) ~= 'string' then return nil end
+  local m, f = parse(v)
+  if m and m ~= member then return m, f end
+  redis.call('DEL', k .. ':c')
+  return nil, f
 end

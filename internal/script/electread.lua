@@ -5,8 +5,10 @@
 -- Returns {1, fence, ms left, member, value} when someone leads,
 --         {0, the last fence issued (0 if unknown)} when nobody does; with a
 --           grant pending, the fence before it, so that a reader takes its
---           announcement, when it comes, as a later state.
-local all = redis.call('HGETALL', KEYS[1])
+--           announcement, when it comes, as a later state;
+--         an error "BATONFOREIGN <type>" when the key is not a hash.
+local all = redis.pcall('HGETALL', KEYS[1]) if all.err and string.sub(all.err, 1, 9) ~= 'WRONGTYPE' then error(all) end
+if all.err then return redis.error_reply('BATONFOREIGN <' .. redis.call('TYPE', KEYS[1]).ok .. '>') end
 local t = now()
 local last, hf, hdl, hm, pf = 0, nil, nil, nil, nil
 local vals, pending = {}, {}

@@ -1,7 +1,8 @@
 -- Hand-off helpers, put where a release script says --@handoff, before its
--- fast path (else with common.lua, which uses tell): the grant of a lock
--- (release.lua) and of a permit (semrelease.lua) share them. A few small
--- functions: cheap to make on every call, unlike all of common.lua.
+-- fast path (else before common.lua, which uses them): the one grant
+-- routine (grant) that every script granting a lock, a permit or a
+-- leadership uses, and what it needs. A few small functions: cheap to
+-- make on every call, unlike all of common.lua.
 
 -- A queue q is a list of entries "<member>|<deadline ms>|<lease ms>", oldest
 -- first: the member waits until its deadline (server time), and asks for
@@ -26,31 +27,27 @@ local function unentry(e)
   return h, tonumber(dl), lease
 end
 
--- poplive pops the first entry of q and returns its member with its lease
--- (ms, a string), TIME's reply and the time in ms, if it is live and not
--- skip; else nil (the entry is gone either way).
-local function poplive(q, skip)
-  local e = redis.call('LPOP', q)
-  if not e then return nil end
-  local h, dl, lease = unentry(e)
-  if not h or h == skip then return nil end
-  local t = redis.call('TIME')
-  local ms = t[1] * 1000 + math.floor(t[2] / 1000)
-  if dl < ms then return nil end
-  return h, lease, t, ms
+-- now returns the server time in ms and µs, asking Redis at most once.
+local clock
+local function now()
+  if not clock then
+    local t = redis.call('TIME')
+    clock = {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(t[1]) * 1000000 + tonumber(t[2])}
+  end
+  return clock[1], clock[2]
 end
 
--- nextfence is the fence after last at the time t (TIME's reply): one
--- above last, and never below the clock in µs (common.lua's fence, for a
--- fast path that has t already).
-local function nextfence(t, last)
-  local us = t[1] * 1000000 + t[2]
-  if us > last + 1 then return us end
-  return last + 1
+-- fence returns a fencing token above last (the last one issued, if known)
+-- and never below the server clock in µs, so tokens keep rising when the
+-- key and its count are lost.
+local function fence(last)
+  local _, us = now()
+  if last and last >= us then return last + 1 end
+  return us
 end
 
--- tell sends a grant message for name to member h under fence f (a
--- number, or its digits), and reports whether anyone can hear it. via is
+-- tell sends a grant message for name to member h under fence f (its
+-- digits), and reports whether anyone can hear it. via is
 -- "C:<prefix>" to PUBLISH on the grantee's client channel, whose receiver
 -- count says whether its client still listens (0: crashed, or
 -- reconnecting, after which it asks again), or "S:<channel>" to SPUBLISH on
@@ -58,7 +55,7 @@ end
 -- other clients listen there too, so its count says nothing of the
 -- grantee).
 local function tell(via, h, f, name)
-  local msg = string.format('%.0f', f) .. ' ' .. h .. ' ' .. name
+  local msg = f .. ' ' .. h .. ' ' .. name
   if string.byte(via, 1) == 83 then
     redis.call('SPUBLISH', string.sub(via, 3), msg)
     return true
@@ -66,13 +63,53 @@ local function tell(via, h, f, name)
   return redis.call('PUBLISH', string.sub(via, 3) .. ':c:' .. string.sub(h, 1, 32), msg) > 0
 end
 
+-- grant is the one grant of the scripts: of a lock, a permit or a
+-- leadership. It pops q's entries until one is live (its deadline not
+-- passed), not skip's, and accepted, makes its member the holder of k
+-- under a fence above last, and tells it (see tell): the grantee owns the
+-- name when the message arrives. A lock's holder is k's value
+-- "<member>:<fence>" with its lease as TTL; a permit's (sem) is its field
+-- in the hash k, "<fence>:<deadline ms>", with "#f" the last fence (the
+-- hash's TTL is the caller's to keep). A member whose client cannot hear
+-- is undone (a permit's field deleted; a lock's value is overwritten by the
+-- next grant or the release's marker) and the next entry tried. Dead
+-- entries, skip's and those accept refuses (false) are dropped on the way;
+-- accept (nil: every one) may also answer 'stop' for a member that takes
+-- the name itself (its entry is gone too). Returns the grantee, its fence,
+-- its lease (ms, a string) and the last fence issued; or nil, nil, nil,
+-- last and whether it stopped.
+local function grant(q, skip, last, k, sem, via, name, accept)
+  while true do
+    local e = redis.call('LPOP', q)
+    if not e then return nil, nil, nil, last, false end
+    local h, dl, lease = unentry(e)
+    if h and h ~= skip then
+      local ok = true
+      if accept then ok = accept(h) end
+      if ok == 'stop' then return nil, nil, nil, last, true end
+      if ok and dl >= now() then
+        local f = fence(last)
+        local fs = string.format('%.0f', f)
+        if sem then
+          redis.call('HSET', k, h, fs .. ':' .. string.format('%.0f', now() + tonumber(lease)), '#f', fs)
+        else
+          redis.call('SET', k, h .. ':' .. fs, 'PX', lease)
+        end
+        last = f -- heard or not: the next grant, or the marker, is above it
+        if tell(via, h, fs, name) then return h, f, lease, last, false end
+        if sem then redis.call('HDEL', k, h) end
+      end
+    end
+  end
+end
+
 -- requeue queues member again after its hold went to another session:
--- at the tail, its entry alive ttl ms from ms (server time), and the queue
+-- at the tail, its entry alive ttl ms from now (server time), and the queue
 -- kept at least lease (ms, a string) more, as common.lua's keep does. It
 -- does not look for an entry of member: the member held, so it was not
 -- queued (see above).
-local function requeue(q, member, lease, ttl, ms)
-  redis.call('RPUSH', q, entry(member, ms + ttl, lease))
+local function requeue(q, member, lease, ttl)
+  redis.call('RPUSH', q, entry(member, now() + ttl, lease))
   local mine = tonumber(lease)
   if redis.call('PTTL', q) < mine then redis.call('PEXPIRE', q, 2 * mine) end
 end

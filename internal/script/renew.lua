@@ -10,11 +10,14 @@
 -- token "<member>:<fence>": the member's field must hold that fence and an
 -- unexpired deadline, which moves to now + lease.
 -- Returns one integer per triple: 1 renewed (2: and sessions are queued
--- for it, kinds "c" and "C"), 0 no longer ours (or not
--- queued), -1 a hold whose key (or permit field) is gone while sessions
--- are queued for it: nobody else will wake them, so the caller serves
--- them (dequeue.lua). The queue "<key>:q" is in the key's slot; it is read
--- only then.
+-- for it, kinds "c" and "C"), 0 no longer ours (or not queued; also for a
+-- key of another type, which must not fail the renewals of the other
+-- holds in the call), -1 a hold whose key (or permit field) is gone while
+-- sessions are queued for it: nobody else will wake them, so the caller
+-- serves them (dequeue.lua). The queue "<key>:q" is in the key's slot; it is read
+-- only then, and for kinds "c" and "C". So is the cache mark "<key>:c"
+-- (release.lua), which a renewal of kind "c" or "C" extends with the key,
+-- or deletes when it holds value and the key no longer does.
 -- gone is a lost hold's result: -1 when its value v is gone and sessions
 -- are queued on key, else 0.
 local function gone(v, key)
@@ -28,7 +31,8 @@ for i = 1, #ARGV, 3 do
   local kind, val, lease = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   if kind == 'p' then
     local m, f = string.match(val, '^(.*):(%d+)$')
-    local v = m and redis.call('HGET', KEYS[k], m)
+    local v = m and redis.pcall('HGET', KEYS[k], m) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
+    if type(v) == 'table' then v = '' end -- not a hash: not ours
     local vf, dl = string.match(v or '', '^(%d+):(%d+)$')
     if v and vf == f and tonumber(dl) <= now() then
       -- Expired, though nobody dropped it yet: the permit is gone.
@@ -44,7 +48,8 @@ for i = 1, #ARGV, 3 do
     end
     k = k + 1
   elseif kind ~= 'w' then
-    local v = redis.call('GET', KEYS[k])
+    local v = redis.pcall('GET', KEYS[k]) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
+    if type(v) == 'table' then v = '' end -- not a string: not ours
     if v == val then
       redis.call('PEXPIRE', KEYS[k], ARGV[i + 2])
       if kind == 'H' or kind == 'C' then redis.call('PTTL', KEYS[k]) end
@@ -54,6 +59,12 @@ for i = 1, #ARGV, 3 do
         if redis.call('LLEN', KEYS[k] .. ':q') > 0 then out[#out] = 2 end
       end
     else
+      if (kind == 'c' or kind == 'C') and redis.pcall('GET', KEYS[k] .. ':c') == val then
+        -- A hold we may have cached is lost (its key deleted, force
+        -- released): so goes its cache mark, which kept other sessions
+        -- out until we knew (common.lua's cachedby).
+        redis.call('DEL', KEYS[k] .. ':c')
+      end
       out[#out + 1] = gone(v, KEYS[k])
     end
     k = k + 1

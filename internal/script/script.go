@@ -8,7 +8,10 @@
 // "<member>:<fence>" while held, "~<fence>" for an hour once free) and the
 // queue of waiting sessions "<prefix>:{<name>}:q" (entries
 // "<member>|<deadline ms>|<lease ms>", see handoff.lua). They share the
-// name's hash tag, so one script may touch both on Redis Cluster.
+// name's hash tag, so one script may touch both on Redis Cluster; so
+// does the lock key's cache mark "<lock key>:c" (the value a session keeps
+// cached, see release.lua and common.lua's cachedby), which the lock
+// scripts derive from the lock key.
 // Renew takes such keys for many names of one slot. The semaphore scripts
 // (SemAcquire, SemRelease, SemDequeue) take a semaphore's hash
 // "<prefix>:s:{<name>}" (see semcommon.lua) in the lock key's place, then
@@ -314,7 +317,10 @@ var (
 // Explain turns Redis's refusal of a command inside s (an ACL without it:
 // Redis names neither the command nor NOPERM) into an error that names the
 // command and what to do, wrapping err so that errors.As still reaches the
-// Redis error. Other errors come back as they are.
+// Redis error. Other errors come back as they are. A script that reads a
+// key with redis.pcall, to tell a key of another type (WRONGTYPE) from
+// other errors, raises the others on the same line, so that this finds the
+// command.
 func (s *Script) Explain(err error) error {
 	m := denied.FindStringSubmatch(errorText(err))
 	if m == nil {

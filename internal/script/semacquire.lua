@@ -13,12 +13,13 @@
 --           permit is free for us; wait runs to the soonest holder deadline
 --           (holders granted a permit by this call included),
 --         an error "BATONLIMIT <stored>" when the semaphore is in use with
---           another limit.
+--           another limit, "BATONFOREIGN <type>" when its key is not a hash.
 --@common
 local k, q = KEYS[1], KEYS[2]
 local member, lease, wait, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[6])
 local ann = ARGV[7] or ''
 local live, soonest, last, lim, vals = semscan(k)
+if not live then return redis.error_reply('BATONFOREIGN <' .. redis.call('TYPE', k).ok .. '>') end
 if lim ~= limit then
   if lim and (live > 0 or head(q)) then
     return redis.error_reply('BATONLIMIT ' .. fmt(lim))

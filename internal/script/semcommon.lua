@@ -18,9 +18,11 @@
 
 -- semscan drops expired holders and returns the number of live ones, the
 -- soonest deadline among them (nil if none), the last fence, the limit
--- stored (nil if none) and the members that have an election value.
+-- stored (nil if none) and the members that have an election value; nil
+-- alone when k is not a hash (baton did not write it).
 local function semscan(k)
-  local all = redis.call('HGETALL', k)
+  local all = redis.pcall('HGETALL', k) if all.err and string.sub(all.err, 1, 9) ~= 'WRONGTYPE' then error(all) end
+  if all.err then return nil end
   local t = now()
   local live, soonest, last, lim, vals = 0, nil, nil, nil, {}
   for i = 1, #all, 2 do
@@ -64,18 +66,24 @@ local function announceHolder(k, ann, f, lease, member)
   announce(ann, fmt(f) .. ' ' .. fmt(lease) .. ' ' .. member .. ' ' .. v)
 end
 
--- semput makes member a holder under a new fence above last, with a lease
--- of lease ms, and returns the fence. The hash lives at least that long.
-local function semput(k, member, last, lease)
-  local f = fence(last)
+-- semset makes member a holder under fence f, with a lease of lease ms.
+-- The hash lives at least that long.
+local function semset(k, member, f, lease)
   local fs = fmt(f)
   redis.call('HSET', k, member, fs .. ':' .. fmt(now() + lease), '#f', fs)
   keep(k, lease)
+end
+
+-- semput makes member a holder under a new fence above last, with a lease
+-- of lease ms, and returns the fence.
+local function semput(k, member, last, lease)
+  local f = fence(last)
+  semset(k, member, f, lease)
   return f
 end
 
 -- semserve grants free permits to the first live queued members whose
--- clients hear the grant (see tell), in FIFO order; an election's grantee
+-- clients hear the grant (see grant), in FIFO order; an election's grantee
 -- is pending until it takes the permit. It drops skip's entries, and stops
 -- at self, who takes the next permit itself. An election member without a
 -- value (its hash expired while it waited) is dropped too: it would lead
@@ -84,24 +92,23 @@ end
 -- and the soonest deadline of the permits it granted (nil if none).
 local function semserve(k, q, live, last, limit, skip, self, via, name, ann)
   local soon
-  while live < limit do
-    local e = redis.call('LPOP', q)
-    if not e then break end
-    local h, dl, lease = unentry(e)
-    if h and h == self then return live, last, true, soon end
-    if h and h ~= skip and (ann == '' or redis.call('HEXISTS', k, '#v:' .. h) == 1) then
-      if dl >= now() then
-        last = semput(k, h, last, tonumber(lease))
-        if tell(via, h, last, name) then
-          if ann ~= '' then redis.call('HSET', k, '#p:' .. h, '1') end
-          live = live + 1
-          local due = now() + tonumber(lease)
-          if not soon or due < soon then soon = due end
-        else
-          redis.call('HDEL', k, h)
-        end
-      end
+  local accept
+  if self or ann ~= '' then
+    accept = function(h)
+      if h == self then return 'stop' end
+      return ann == '' or redis.call('HEXISTS', k, '#v:' .. h) == 1
     end
+  end
+  while live < limit do
+    local h, lease, stop, _
+    h, _, lease, last, stop = grant(q, skip, last, k, true, via, name, accept)
+    if stop then return live, last, true, soon end
+    if not h then break end
+    keep(k, tonumber(lease))
+    if ann ~= '' then redis.call('HSET', k, '#p:' .. h, '1') end
+    live = live + 1
+    local due = now() + tonumber(lease)
+    if not soon or due < soon then soon = due end
   end
   return live, last, false, soon
 end

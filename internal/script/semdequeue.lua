@@ -11,9 +11,10 @@
 local k, q = KEYS[1], KEYS[2]
 local member = ARGV[1]
 unqueue(q, member)
+local v = redis.pcall('HGET', k, member) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
+if type(v) == 'table' then return 0 end -- not a hash: not baton's
 local ann = ARGV[5] or ''
 if ann ~= '' then redis.call('HDEL', k, '#v:' .. member) end
-local v = redis.call('HGET', k, member)
 if v then redis.call('HDEL', k, member, '#p:' .. member) end
 if not v and not redis.call('LINDEX', q, 0) then return 0 end
 local live, _, last, lim = semscan(k)

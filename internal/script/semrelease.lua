@@ -10,11 +10,14 @@
 -- served, else queue; "2" (linger): when the permit went to another
 -- session and none is left, queue this slot too for linger ms.
 -- Returns {0} when released,
---         {-1, member's field or ''} when the permit is not ours,
+--         {-1, member's field or ''} when the permit is not ours ("<type>"
+--           when the key is not a hash),
 --         {1, lingering (0/1)} when granted to another session (mode 1: we
 --           are queued again),
 --         {2, fence} when taken again for this slot's waiters.
 --@handoff
+local v = redis.pcall('HGET', KEYS[1], ARGV[2]) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
+if type(v) == 'table' then return {-1, '<' .. redis.call('TYPE', KEYS[1]).ok .. '>'} end
 if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
   -- The hand-off, first, before the common helpers (a plain semaphore,
   -- released or lingering): a live queued session means every permit was
@@ -23,34 +26,27 @@ if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
   -- A holder whose deadline passed unseen is left for the next scan: its
   -- waiters' timers run to its deadline. A hash over its limit (written
   -- from outside, or rolled back by a failover) keeps its count until
-  -- holders leave or lapse, where the scan would grant nothing. Anything
-  -- else takes the general path below, which goes on from there (a popped
-  -- dead entry is gone, a grant nobody heard undone).
-  local v = redis.call('HGET', KEYS[1], ARGV[2])
+  -- holders leave or lapse, where the scan would grant nothing. With
+  -- nobody to grant it to (the entries popped were dead or unheard), the
+  -- general path below releases it.
   if v and string.match(v, '^(%d+):') == string.match(ARGV[1], ':(%d+)$') then
-    local h, lease, t, ms = poplive(KEYS[2], ARGV[2])
+    local k, q, member = KEYS[1], KEYS[2], ARGV[2]
+    local h, _, glease = grant(q, member, tonumber(redis.call('HGET', k, '#f') or '0'), k, true, ARGV[5], ARGV[6])
     if h then
-      -- semput, inline: the next fence, the grantee's lease.
-      local f, glease = nextfence(t, tonumber(redis.call('HGET', KEYS[1], '#f') or '0')), tonumber(lease)
-      local fs = string.format('%.0f', f)
-      redis.call('HSET', KEYS[1], h, fs .. ':' .. string.format('%.0f', ms + glease), '#f', fs)
-      if tell(ARGV[5], h, f, ARGV[6]) then
-        redis.call('HDEL', KEYS[1], ARGV[2])
-        if redis.call('PTTL', KEYS[1]) < glease then redis.call('PEXPIRE', KEYS[1], 2 * glease) end
-        if ARGV[4] ~= '2' then return {1, 0} end
-        -- Linger: every permit is taken again (but those of holders past
-        -- their deadline, which the next scan frees and serves).
-        requeue(KEYS[2], ARGV[2], ARGV[3], tonumber(ARGV[7]), ms)
-        return {1, 1}
-      end
-      redis.call('HDEL', KEYS[1], h)
+      redis.call('HDEL', k, member)
+      glease = tonumber(glease)
+      if redis.call('PTTL', k) < glease then redis.call('PEXPIRE', k, 2 * glease) end
+      if ARGV[4] ~= '2' then return {1, 0} end
+      -- Linger: every permit is taken again (but those of holders past
+      -- their deadline, which the next scan frees and serves).
+      requeue(q, member, ARGV[3], tonumber(ARGV[7]))
+      return {1, 1}
     end
   end
 end
 --@common
 local k, q = KEYS[1], KEYS[2]
 local member, lease, mode = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local v = redis.call('HGET', k, member)
 if not v and redis.call('LINDEX', q, 0) then
   -- Gone (expired, deleted, flushed) under queued sessions: serve them, as
   -- semdequeue.lua does; nothing else wakes them now.

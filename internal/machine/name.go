@@ -1,0 +1,544 @@
+package machine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/batonlock/baton/internal/keyspace"
+)
+
+// State says where a session stands with one name. Each state's data is
+// named beside it; a field of another state is zero.
+type State uint8
+
+const (
+	// Idle: Redis holds nothing of ours for the name, as far as we know.
+	// Data: w (with waiters: when the head asks Redis).
+	Idle State = iota
+	// Unknown: a call whose outcome we do not know may have left a hold
+	// or a queue entry of ours in Redis, until unk.until; else as Idle.
+	// Data: unk, w.
+	Unknown
+	// Acquiring: an acquire call is in flight. Data: fl, w (kept from the
+	// state it was sent from).
+	Acquiring
+	// Queued: Redis may hold our queue entry: the head waiter waits for a
+	// grant, or asks again at w.recheck. Data: w.
+	Queued
+	// Lingering: queued without waiters after a contended release, until
+	// w.linger.to. Data: w.
+	Lingering
+	// Held: we hold the key; a caller has the Lock, or it is on its way to
+	// the next waiter. Data: hold.
+	Held
+	// Cached: we hold the key, unused since an Unlock, until
+	// hold.cachedTo. Data: hold.
+	Cached
+	// Releasing: a release call is in flight, of our hold or of a grant
+	// nobody here wants. Data: fl, hold (nil for a stray grant).
+	Releasing
+	// Leaving: a dequeue call is in flight. Data: fl.
+	Leaving
+)
+
+var stateNames = [...]string{"idle", "unknown", "acquiring", "queued", "lingering", "held", "cached", "releasing", "leaving"}
+
+func (st State) String() string { return stateNames[st] }
+
+// inCall reports whether a script call is in flight.
+func (st State) inCall() bool { return st == Acquiring || st == Releasing || st == Leaving }
+
+// free reports whether no call is in flight and nothing of ours is held
+// or queued as far as we know.
+func (st State) free() bool { return st == Idle || st == Unknown }
+
+// owns reports whether we hold the key.
+func (st State) owns() bool { return st == Held || st == Cached }
+
+// Name is a session's machine for one lock name, or one semaphore permit
+// slot or election campaign slot. It lives while it is not idle, has
+// waiters, or may have left something of ours in Redis (Unknown).
+type Name struct {
+	ID     ID
+	Member string // our identity in Redis
+	Value  string // election: the campaign's value, sent by each acquire call
+	Limit  int    // semaphore: its number of permits (1 for an election)
+	Tag    any    // the shell's: the name's keys and subscription
+
+	s       *Session
+	waiters []*Waiter // FIFO; only waiters[0] acts
+	seen    uint64    // knowledge, in every state: the highest fence seen for the name; grants at or below it are stale
+	seq     uint64    // number of the last call started; replies carry it
+	grant   grant     // a grant read while a call was in flight, applied after its reply
+
+	st   State
+	fl   *flight  // Acquiring, Releasing, Leaving: the call in flight
+	hold *hold    // Held, Cached; Releasing: the hold being released (nil: a stray grant)
+	unk  *unknown // Unknown
+	w    wait     // Idle, Unknown, Queued, Lingering; kept through a call's flight
+	sub  subState // Redis Cluster: our subscription to the name's grant channel (a state of its own, beside st)
+	gone bool     // forgotten by its session
+
+	subErr error // sub: why Redis refused the subscription; waiters fail with it
+}
+
+// State returns the name's state.
+func (n *Name) State() State { return n.st }
+
+// Session returns the session machine the name belongs to.
+func (n *Name) Session() *Session { return n.s }
+
+// wait is the data of the states in which the session waits, or may.
+type wait struct {
+	recheck time.Time // with waiters: when the head asks Redis again (zero: at once)
+	entryAt time.Time // Queued, Lingering: when the last call that found our queue entry in Redis was sent: a grant to us ran after it
+	linger  span      // Lingering: when our entry may lapse in Redis (from), and when it surely has (to)
+	pos     int64     // Queued: our place in the Redis queue at the last attempt (0: next)
+	expect  uint64    // Queued, with Confirm: the grant the head's next acquire confirms
+	stale   bool      // the key changed, or a connection dropped, since the head last asked
+	unsure  bool      // the last call's reply was lost: a grant may be one we passed on unknowingly, so it is confirmed first
+}
+
+// flight is the data of a call in flight.
+type flight struct {
+	call   *Call
+	w      *Waiter   // Acquiring for a waiter: who made it
+	from   State     // the state it was sent from (an acquire; a stray grant's release)
+	first  time.Time // when its first try was sent
+	lost   error     // an earlier try's reply was lost: "not ours" may be that try's own doing
+	last   error     // the last error of a try, for the caller
+	fence  uint64    // Releasing a stray grant: its fence
+	report error     // Releasing a stray grant: the error its caller reports (an acquisition undone)
+	given  bool      // Releasing at Unlock: the lock had reached its caller (a loss found counts in Stats.Lost)
+	tries  int
+	try    bool // Acquiring: TryLock's attempt, whose lock goes to its caller
+	left   bool // Acquiring: TryLock's caller has gone: release what the call takes
+	stale  bool // a notice came while it flew (the key changed, a connection dropped): its answer may be old already
+	ran    bool // a try may have run, though its reply was not read
+}
+
+// unknown is what a call whose outcome we do not know may have left of
+// ours in Redis: a hold whose release was not confirmed, or a queue entry
+// (and a lock an attempt took) that a failed dequeue did not remove.
+type unknown struct {
+	fence  uint64    // to release at Close, if the key still names it
+	cached bool      // that hold was cached: Redis may hold its cache mark
+	leave  bool      // a dequeue failed: leave the queue again at Close
+	until  time.Time // after which Redis surely holds neither
+}
+
+// subState is the state of a name's grant subscription on Redis Cluster.
+type subState uint8
+
+const (
+	subNone subState = iota
+	subPending
+	subReady
+)
+
+// span is a stretch of time.
+type span struct{ from, to time.Time }
+
+// start makes c the call in flight, sent from the current state, and
+// returns it numbered.
+func (n *Name) start(st State, c *Call) *Call {
+	n.seq++
+	c.Name, c.ID, c.Seq, c.Member, c.Limit, c.Value = n, n.ID, n.seq, n.Member, n.Limit, n.Value
+	n.fl = &flight{call: c, from: n.st}
+	n.st = st
+	return c
+}
+
+// launch sends c in the background.
+func (n *Name) launch(c *Call) { n.s.send(c) }
+
+// join adds a waiter of Lock.
+func (n *Name) join(w *Waiter, now time.Time) {
+	n.waiters = append(n.waiters, w)
+	if len(n.waiters) > 1 {
+		return
+	}
+	n.subErr = nil // a new waiter tries the subscription again
+	switch n.st {
+	case Lingering:
+		// Queued by our own release: wait for the grant (the renewal tick
+		// keeps the entry now that we wait), asking Redis at the latest
+		// when the entry may have lapsed.
+		n.st, n.w.recheck, n.w.linger = Queued, n.w.linger.from, span{}
+	case Held:
+		if n.s.rules.Sharded && n.sub == subNone {
+			// Contended inside the session: listen for grants before the
+			// holder's release queues us.
+			n.subscribe()
+		}
+	case Cached:
+		// Not taken (the hold is suspect): release it, which tells whether
+		// it was still ours; the waiter asks Redis after.
+		n.dropCache(now)
+	case Idle, Unknown:
+		n.w.recheck = time.Time{} // nothing will wake us: ask now
+	}
+}
+
+func (n *Name) subscribe() {
+	n.sub = subPending
+	n.s.out.Subscribe = append(n.s.out.Subscribe, n)
+}
+
+// poll is the head waiter's turn: the lock when w has been handed one,
+// else a call to make, else when to look again (zero: when woken).
+func (n *Name) poll(w *Waiter, now time.Time) (Turn, error) {
+	if w.lock != nil {
+		return Turn{Lock: w.lock}, nil
+	}
+	if w.err != nil {
+		return Turn{}, w.err
+	}
+	if n.subErr != nil {
+		return Turn{}, &OpError{n.acquireOp(false), fmt.Errorf("subscribe to its grant channel: %w", n.subErr)}
+	}
+	t := Turn{Unsure: n.w.unsure}
+	if len(n.waiters) == 0 || n.waiters[0] != w || !n.st.free() && n.st != Queued || n.s.closed {
+		return t, nil
+	}
+	if n.s.rules.Sharded && n.sub == subPending {
+		return t, nil // woken once subscribed
+	}
+	if now.Before(n.w.recheck) {
+		t.At = n.w.recheck
+		return t, nil
+	}
+	w.tries++
+	n.w.stale = false
+	queue := !n.s.rules.Sharded || n.sub == subReady
+	t.Call = n.start(Acquiring, &Call{Kind: AcquireCall, Queue: queue, Track: w.tries > 1, Until: now.Add(n.s.rules.Lease)})
+	n.fl.w = w
+	return t, nil
+}
+
+// tryCall starts TryLock's single attempt, or says why it cannot.
+func (n *Name) tryCall(now time.Time) (*Call, error) {
+	if !n.st.free() || len(n.waiters) > 0 {
+		return nil, fmt.Errorf("%w: %q is held or awaited by this session", ErrNotAcquired, keyspace.Truncate(n.ID.Name))
+	}
+	c := n.start(Acquiring, &Call{Kind: AcquireCall, Until: now.Add(n.s.rules.Lease)})
+	n.fl.try = true
+	return c, nil
+}
+
+// cancel removes a waiter that stops waiting (its ctx ended, the session
+// closed, a permanent error). A lock handed to it meanwhile is released.
+func (n *Name) cancel(w *Waiter, now time.Time) {
+	if l := w.lock; l != nil {
+		if l.Err == nil {
+			if c, _ := n.unlock(l, now, false); c != nil {
+				n.launch(c)
+			}
+		}
+		return
+	}
+	for i, x := range n.waiters {
+		if x == w {
+			if n.waiters = slices.Delete(n.waiters, i, i+1); len(n.waiters) == 0 {
+				n.waiters = nil // slices.Delete cleared the vacated slot
+			}
+			if i == 0 {
+				n.wakeHead()
+			}
+			break
+		}
+	}
+	n.settle(now)
+}
+
+func (n *Name) wakeHead() {
+	if len(n.waiters) > 0 {
+		n.s.out.Wake = append(n.s.out.Wake, n.waiters[0])
+	}
+}
+
+// invalidated applies a tracking invalidation of the key. A held key was
+// deleted, overwritten or changed: check it at once; a cached one is
+// released, which tells whether it was still ours. Else, if our session is
+// next in line (or not queued), the head looks again; sessions further
+// back wait for their grant.
+func (n *Name) invalidated(now time.Time) {
+	switch {
+	case n.st == Cached:
+		n.dropCache(now)
+	case n.st == Held:
+		n.checkHold(now)
+	case n.st == Acquiring || n.st == Releasing:
+		n.fl.stale = true
+	case (n.st.free() || n.st == Queued && n.w.pos <= 0) && len(n.waiters) > 0:
+		// A grant to us changes the key too; give its message a moment
+		// to arrive before asking Redis.
+		n.w.stale = true
+		n.w.recheck = now.Add(staleGrace)
+		n.wakeHead()
+	}
+}
+
+// reconnected applies a dropped connection or subscription, or a flush:
+// notifications and grants may have been lost. A hold is suspect until
+// renewed (Redis may have lost it), a cached one is released, the head
+// asks Redis again, and a lingering session leaves the queue, passing on
+// what was granted to it.
+func (n *Name) reconnected(now time.Time) {
+	switch n.st {
+	case Cached:
+		n.dropCache(now)
+	case Held:
+		n.hold.suspect = true
+		n.checkHold(now)
+	case Acquiring, Releasing, Leaving:
+		n.fl.stale = true
+	case Idle, Unknown, Queued:
+		n.w.stale, n.w.recheck = true, time.Time{}
+		n.wakeHead()
+	case Lingering:
+		n.st, n.w.linger = Queued, span{}
+		n.settle(now)
+	}
+}
+
+// entryRenewed applies a refresh of our queue entry sent at sent: when it
+// is there, a grant that consumes it runs after sent; when it is gone
+// (Redis restarted, it was pruned, or an attempt whose reply was lost took
+// the lock instead), the head asks again. The state stays Queued: leaving
+// then dequeues, which releases what such an attempt took.
+func (n *Name) entryRenewed(ok bool, sent time.Time) {
+	switch {
+	case ok && n.st == Queued:
+		n.w.entryAt = maxTime(n.w.entryAt, sent)
+	case !ok && n.st == Queued:
+		n.w.recheck = time.Time{}
+		n.wakeHead()
+	}
+}
+
+// close applies the session's Close: locks end with ErrClosed, waiters are
+// woken (their Poll says ErrClosed), and what Redis holds of ours is
+// released by calls that end by by. A call in flight cleans up after its
+// reply.
+func (n *Name) close(now, by time.Time) {
+	for _, w := range n.waiters {
+		if w.lock != nil {
+			n.end(w.lock, ErrClosed)
+		}
+	}
+	n.s.out.Wake = append(n.s.out.Wake, n.waiters...)
+	n.waiters = nil
+	if n.st == Held && n.hold.lock != nil {
+		n.end(n.hold.lock, ErrClosed)
+	}
+	if n.st.inCall() {
+		return
+	}
+	if d := n.unk; n.st == Unknown && now.Before(d.until) {
+		until := minTime(d.until, by)
+		switch {
+		// Tried until Redis surely holds nothing of ours (d.until), and
+		// within Close's budget: later tries are of no use.
+		case d.leave:
+			// A dequeue whose outcome is unknown: we may still be queued,
+			// or own the key; a dequeue releases it if it names us.
+			d.leave, d.fence = false, 0
+			n.launch(n.start(Leaving, &Call{Kind: DequeueCall, Until: until}))
+			return
+		case d.fence != 0:
+			// A release whose outcome is unknown: the key may still be ours.
+			f := d.fence
+			d.fence = 0
+			c := n.releaseStray(f, d.cached, now)
+			c.Until = until
+			n.launch(c)
+			return
+		}
+	}
+	if n.owns() {
+		n.hold.closeBy = by
+	}
+	n.settle(now)
+}
+
+// settle runs when no call is in flight: it applies a grant that arrived
+// meanwhile, lets the head waiter act, and leaves what nobody wants: a hold
+// of a closed session, a queue entry without waiters, an idle name.
+func (n *Name) settle(now time.Time) {
+	if n.st.inCall() {
+		return
+	}
+	if g := n.grant; g.fence != 0 {
+		n.grant = grant{}
+		n.applyGrant(g, now)
+		if n.st.inCall() {
+			return
+		}
+	}
+	switch {
+	case n.st.owns() && n.s.closed:
+		h := n.hold
+		n.uncache()
+		if l := h.lock; l != nil {
+			n.end(l, ErrClosed)
+		}
+		until := h.deadline
+		if !h.closeBy.IsZero() {
+			until = minTime(until, h.closeBy)
+		}
+		n.launch(n.release(h, Release, until))
+	case n.st == Cached:
+		// Kept until CacheIdle ends, a recall, or a Lock takes it.
+	case n.st == Held && n.hold.lock == nil:
+		// Kept for a waiter that has gone since.
+		n.launch(n.release(n.hold, Release, n.hold.deadline))
+	case n.st == Held:
+	case len(n.waiters) > 0 && !n.s.closed:
+		n.wakeHead()
+	case n.st == Queued || n.st == Lingering && n.s.closed:
+		n.w.linger = span{}
+		n.launch(n.start(Leaving, &Call{Kind: DequeueCall, Until: now.Add(n.s.rules.Lease)}))
+	case n.st == Unknown && !now.Before(n.unk.until):
+		n.st, n.unk = Idle, nil
+		n.s.forget(n)
+	case n.st == Idle:
+		n.s.forget(n)
+	}
+}
+
+// expire applies the passing of time to a hold: past its local deadline it
+// is lost, at the moment anyone asks (an event of the name's, a caller's
+// Err or Done) as when a timer fires.
+func (n *Name) expire(now time.Time) {
+	if n.st.owns() && !now.Before(n.hold.deadline) {
+		n.lose(now, LeaseRanOut, false)
+	}
+}
+
+// tick applies the passing of time at now to the other timers: a cached
+// hold's idle end, a lingering entry nobody came for, an unknown outcome
+// that has lapsed in Redis.
+func (n *Name) tick(now time.Time) {
+	switch {
+	case n.st == Cached && !now.Before(n.hold.cachedTo):
+		n.dropCache(now) // idle for CacheIdle
+	case n.st == Lingering && !now.Before(n.w.linger.to):
+		n.st, n.w.linger = Idle, span{} // Redis has dropped the entry: Close need not
+		n.settle(now)
+	case n.st == Unknown && len(n.waiters) == 0 && !now.Before(n.unk.until):
+		n.settle(now) // forgotten now
+	}
+}
+
+// due returns the earliest time the machine needs the renewal loop (zero:
+// never): a hold's deadline, check or cache end, a linger's end, an
+// unknown outcome's lapse.
+func (n *Name) due() time.Time {
+	switch {
+	case n.st.owns():
+		at := n.hold.deadline
+		if !n.hold.checkAt.IsZero() {
+			at = minTime(at, n.hold.checkAt)
+		}
+		if n.st == Cached {
+			at = minTime(at, n.hold.cachedTo)
+		}
+		return at
+	case n.st == Lingering:
+		return n.w.linger.to
+	case n.st == Unknown && len(n.waiters) == 0:
+		return n.unk.until
+	}
+	return time.Time{}
+}
+
+// markUnknown remembers, until the key surely no longer names it, that a
+// hold ended without Redis confirming its release: an attempt that finds
+// the key still ours then releases it instead of reusing a token a Lock
+// had, and Close releases it. The key may be ours until a lease after the
+// last reply that extended it (h.redisBy), and longer only if a call whose
+// outcome we do not know may still run (up to LateRun after it was sent,
+// extending the key by a lease): with none, a hold lost at its deadline
+// leaves nothing soon after (Redis was unreachable all along).
+func (n *Name) markUnknown(now time.Time, h *hold, unsure time.Time) {
+	until := h.redisBy
+	if u := maxTime(h.unsure, unsure); !u.IsZero() {
+		until = maxTime(until, u.Add(n.s.rules.Lease+LateRun))
+	}
+	if !now.Before(until) {
+		n.st, n.unk = Idle, nil
+		return
+	}
+	n.st, n.unk = Unknown, &unknown{fence: h.fence, cached: h.wasCache, until: until}
+}
+
+func (n *Name) owner(fence uint64) string {
+	return n.Member + ":" + strconv.FormatUint(fence, 10)
+}
+
+// cohort is how many goroutines of the session may hold one grant in turn.
+// A permit slot never passes its hold locally: tokens rise across every
+// permit of the name, and a local pass's token (fence<<10 | pass) would
+// fall below a newer fence issued to another slot meanwhile.
+func (n *Name) cohort() int {
+	if n.ID.Kind.permit() {
+		return 1
+	}
+	return n.s.rules.Cohort
+}
+
+// staleGrace is how long a waiter lets a grant message arrive after its key
+// changed before it asks Redis itself.
+const staleGrace = 5 * time.Millisecond
+
+func (n *Name) owns() bool { return n.st.owns() }
+
+// acquireOp names a Lock (or, with try, TryLock) call on n as its caller
+// made it: on a lock, a semaphore or an election.
+func (n *Name) acquireOp(try bool) string { return AcquireOp(n.ID, try) }
+
+// AcquireOp names a Lock (or, with try, TryLock) call on id as its caller
+// made it.
+func AcquireOp(id ID, try bool) string {
+	q := strconv.Quote(keyspace.Truncate(id.Name))
+	switch {
+	case id.Kind == SemKind && try:
+		return "try a permit of semaphore " + q
+	case id.Kind == SemKind:
+		return "acquire a permit of semaphore " + q
+	case id.Kind == ElectKind:
+		return "campaign in election " + q
+	case try:
+		return "trylock " + q
+	}
+	return "lock " + q
+}
+
+// UnlockOp names an Unlock of a hold of id.
+func UnlockOp(id ID) string {
+	q := strconv.Quote(keyspace.Truncate(id.Name))
+	switch id.Kind {
+	case SemKind:
+		return "release a permit of semaphore " + q
+	case ElectKind:
+		return "resign from election " + q
+	}
+	return "unlock " + q
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
