@@ -3,13 +3,12 @@ package simredis
 // acquire is acquire.lua. KEYS: lock, queue. ARGV: member, lease ms, wait,
 // grant channel, name, "C:<prefix>".
 func acquire(r *run, keys, argv []string) any {
-	v, vok := r.get(keys[0])
+	v, vok, wrong := r.pget(keys[0])
 	if vok && len(v) > 0 && v[0] == '~' {
 		if marker, ok := tonumber(v[1:]); ok {
-			// The fast path: free, nobody queued.
-			t := r.time()
+			// The fast path: free, nobody queued; fence(last), inline.
+			_, us := r.now()
 			f := marker + 1
-			us := t.us
 			if us > f {
 				f = us
 			}
@@ -20,48 +19,79 @@ func acquire(r *run, keys, argv []string) any {
 	//--@common
 	k, q := keys[0], keys[1]
 	member, lease, wait := arg(argv, 1), number(arg(argv, 2)), arg(argv, 3) == "1"
-	o, holder, last, known := parse(v, vok)
+	if wrong {
+		return Error("BATONFOREIGN <" + r.typeOf(k) + ">")
+	}
+	o, owner, last, known := parse(v, vok)
 	if o == ownerForeign {
 		return Error("BATONFOREIGN " + quote(prefix(v, 64)))
 	}
-	if o == ownerMember && holder != member {
+	busy := k // the key whose TTL a busy caller waits for
+	if !vok {
+		// No key, but another session's cache mark: it holds the name.
+		by, isBy, f, fknown := r.cachedby(k, member)
+		if isBy {
+			o, owner, busy = ownerMember, by, r.s.key(k, ":c")
+		}
+		last, known = f, fknown
+	}
+	if o == ownerMember && owner != member {
 		pos, fresh := int64(-1), false
 		if wait {
+			// Dead entries at the head go first.
+			r.head(q)
 			pos, fresh = r.enqueue(q, member, lease, 0, false)
 		}
 		if !wait || fresh && pos == 0 {
 			// Recall: best effort (pcall).
-			r.s.publish(sub(arg(argv, 6), 3)+":c:"+prefix(holder, 32), "0 "+holder+" "+arg(argv, 5), false)
+			r.s.publishClient(sub(arg(argv, 6), 3), prefix(owner, 32), "0 ", owner, " ", arg(argv, 5))
 		}
-		return []any{int64(0), r.pttl(k), reply(last), pos}
+		return r.busy(r.pttl(busy), last, known, pos)
 	}
 	if !vok {
-		// No key: free, but sessions may be queued.
+		// No key: free, but sessions may be queued. The first live one gets it now.
 		h, _, ok := r.head(q)
 		if ok && h != member {
-			_, g, granted := r.release(k, q, 0, false, "", true, arg(argv, 4), arg(argv, 5))
-			pos := int64(-1)
-			if wait {
-				pos, _ = r.enqueue(q, member, lease, 0, false)
+			_, f, g := r.release(k, q, last, known, member, true, arg(argv, 4), arg(argv, 5))
+			if g {
+				pos := int64(-1)
+				if wait {
+					pos, _ = r.enqueue(q, member, lease, 0, false)
+				}
+				return []any{int64(0), reply(lease), reply(f), pos}
 			}
-			if !granted {
-				return []any{int64(0), reply(lease)} // {0, lease, nil, pos}: Lua's table ends at the nil
-			}
-			return []any{int64(0), reply(lease), reply(g), pos}
-		}
-		if ok {
+			// Nobody queued could be told: the name is free, and ours.
+			last, known = f, true
+		} else if ok {
 			r.lpop(q)
 		}
-	} else if o == ownerMember && holder == member {
+	} else if o == ownerMember && owner == member {
 		// Granted to us, or ours already: keep it as it is, with a full lease.
 		r.unqueue(q, member)
 		r.pexpire(k, pxStr(arg(argv, 2)))
-		return []any{int64(3), reply(last)}
+		return r.reply2(3, last, known)
 	}
 	// A free marker ("~fence") means nobody is queued.
 	f := r.fence(last, known)
 	r.setPX(k, join(member, ":", f), pxArg(lease))
 	return []any{int64(1), reply(f)}
+}
+
+// busy is acquire.lua's {0, PTTL, last, pos}: Lua's table ends at a nil
+// last.
+func (r *run) busy(pttl int64, last float64, known bool, pos int64) any {
+	if !known {
+		return []any{int64(0), pttl}
+	}
+	return []any{int64(0), pttl, reply(last), pos}
+}
+
+// reply2 is {n, x}, or {n} where x is nil.
+func (r *run) reply2(n int64, x float64, known bool) any {
+	if !known {
+		return []any{n}
+	}
+	return []any{n, reply(x)}
 }
 
 // arg is ARGV[i] (1-based), "" when missing (callers pass every argument

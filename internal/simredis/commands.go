@@ -9,7 +9,7 @@ import (
 
 // Do runs a plain command on connection c, as baton and operators send
 // them outside scripts: SET key value [PX ms] (baton's instance record),
-// GET, DEL, EXISTS, PTTL, PEXPIRE, TYPE, RPUSH, HSET, PUBLISH, SPUBLISH,
+// GET, DEL, EXISTS, PTTL, PEXPIRE, TYPE, RPUSH, LPUSH, HSET, HDEL, PUBLISH, SPUBLISH,
 // FLUSHALL. Replies as Eval's; an unknown command is Redis's error.
 func (s *Server) Do(c ClientID, args ...string) (res any, err error) {
 	if len(args) == 0 {
@@ -42,10 +42,14 @@ func (s *Server) Do(c ClientID, args ...string) (res any, err error) {
 		return r.pexpire(a[0], pxStr(a[1])), nil
 	case cmd == "TYPE" && len(a) == 1:
 		return r.typeOf(a[0]), nil
-	case cmd == "RPUSH" && len(a) >= 2:
+	case cmd == "RPUSH" && len(a) >= 2, cmd == "LPUSH" && len(a) >= 2:
 		n := int64(0)
 		for _, e := range a[1:] {
-			n = r.rpush(a[0], e)
+			if cmd == "LPUSH" {
+				n = r.lpush(a[0], e)
+			} else {
+				n = r.rpush(a[0], e)
+			}
 		}
 		return n, nil
 	case cmd == "HSET" && len(a) >= 3 && len(a)%2 == 1:
@@ -57,13 +61,19 @@ func (s *Server) Do(c ClientID, args ...string) (res any, err error) {
 			r.hset(a[0], a[i], a[i+1])
 		}
 		return n, nil // fields added
+	case cmd == "HDEL" && len(a) >= 2:
+		n := int64(0)
+		for _, f := range a[1:] {
+			n += r.hdel(a[0], f, "", false)
+		}
+		return n, nil
 	case cmd == "PUBLISH" && len(a) == 2, cmd == "SPUBLISH" && len(a) == 2:
 		return s.publish(a[0], a[1], cmd == "SPUBLISH"), nil
 	case cmd == "FLUSHALL" && len(a) <= 1:
 		s.flushAll()
 		return "OK", nil
 	case cmd == "SET", cmd == "GET", cmd == "DEL", cmd == "EXISTS", cmd == "PTTL", cmd == "PEXPIRE",
-		cmd == "TYPE", cmd == "RPUSH", cmd == "HSET", cmd == "PUBLISH", cmd == "SPUBLISH", cmd == "FLUSHALL":
+		cmd == "TYPE", cmd == "RPUSH", cmd == "LPUSH", cmd == "HSET", cmd == "HDEL", cmd == "PUBLISH", cmd == "SPUBLISH", cmd == "FLUSHALL":
 		return nil, errWrongArgs
 	}
 	return nil, errUnknownCmd

@@ -3,27 +3,6 @@ package simredis
 // common.lua: the helpers shared by the lock scripts (and, with
 // semcommon.lua, the semaphore scripts).
 
-// now is common.lua's now(): the time in ms and µs.
-func (r *run) now() (ms, us float64) {
-	t := r.time()
-	return t.ms, t.us
-}
-
-// nowMs is the first result of now().
-func (r *run) nowMs() float64 {
-	ms, _ := r.now()
-	return ms
-}
-
-// fence is common.lua's fence(last), known false where last is nil.
-func (r *run) fence(last float64, known bool) float64 {
-	_, us := r.now()
-	if known && last >= us {
-		return last + 1
-	}
-	return us
-}
-
 // find is common.lua's find(q, member): the 1-based index and entry, or 0.
 func (r *run) find(q, member string) (int, string) {
 	for i, e := range r.lrange(q) {
@@ -86,30 +65,19 @@ func (r *run) enqueue(q, member string, lease, ttl float64, hasTTL bool) (pos in
 }
 
 // release is common.lua's release(k, q, last, skip, via, name): known false
-// where last is nil, skip "" with noSkip where skip is nil. It returns the
-// grantee and its fence, ok false for nil.
-func (r *run) release(k, q string, last float64, known bool, skip string, noSkip bool, via, name string) (string, float64, bool) {
-	for {
-		e, ok := r.lpop(q)
-		if !ok {
-			break
-		}
-		h, dl, lease, ok := unentry(e)
-		if ok && (noSkip || h != skip) && dl >= r.nowMs() {
-			f := r.fence(last, known)
-			r.setPX(k, join(h, ":", f), pxStr(lease))
-			if r.tell(via, h, f, name) {
-				return h, f, true
-			}
-			last, known = f, true // nobody heard it: the next grant, or the marker, is above it
-		}
+// where last is nil, skip "" with hasSkip false where skip is nil. It
+// returns the grantee and its fence (ok true), or the free marker's fence.
+func (r *run) release(k, q string, last float64, known bool, skip string, hasSkip bool, via, name string) (h string, f float64, ok bool) {
+	g := r.grant(q, skip, hasSkip, last, known, k, false, via, name, nil)
+	if g.ok {
+		return g.h, g.f, true
 	}
-	m := last
+	last, known = g.last, g.known
 	if !known {
-		m = r.fence(0, false)
+		last = r.fence(0, false)
 	}
-	r.setPX(k, join("~", "", m), 3600000)
-	return "", 0, false
+	r.setPX(k, join("~", "", last), 3600000)
+	return "", last, false
 }
 
 // owner is what common.lua's parse says of a lock value.
@@ -153,4 +121,20 @@ func matchMember(v string) (string, string, bool) {
 		return "", "", false
 	}
 	return v[:j], v[j+1:], true
+}
+
+// cachedby is common.lua's cachedby(k, member): the mark's member when it
+// is not member (by true), and the mark's fence (known false: nil).
+func (r *run) cachedby(k, member string) (m string, by bool, f float64, known bool) {
+	c := r.s.key(k, ":c")
+	v, ok, _ := r.pget(c)
+	if !ok {
+		return "", false, 0, false // not a string: false, or a table
+	}
+	o, m, f, known := parse(v, true)
+	if o == ownerMember && m != member {
+		return m, true, f, known
+	}
+	r.del(c)
+	return "", false, f, known
 }

@@ -23,6 +23,30 @@
 // redis.call, arithmetic on nil) is raise. Then run TestTwin with many
 // operations (SIMREDIS_TWIN_OPS=20000).
 //
+// # Where each script is
+//
+// handoff.lua (handoff.go): entry, unentry, now (run.now, run.nowMs),
+// fence (run.fence), tell (run.tell), grant (run.grant; its accept is
+// acceptor, the closure semserve makes), requeue (run.requeue).
+//
+// common.lua (common.go): fmt (fmt0), find, unqueue, head, keep, alive,
+// enqueue, release (run.release), parse, cachedby (run.cachedby).
+//
+// semcommon.lua (semcommon.go): semscan, announce, announceHolder,
+// semset, semput, semserve, semaccept, semidle, electvalue.
+//
+// The scripts: acquire.lua (acquire), release.lua (releaseLock), dequeue.lua
+// (dequeue), renew.lua (renew; its kind "p" is run.renewPermit, its gone
+// run.gone), force.lua (force), semacquire.lua (semacquire),
+// semrelease.lua (semrelease), semdequeue.lua (semdequeue), electread.lua
+// (electread). A "--@handoff" or "--@common" comment marks where the
+// script's helpers are made; the Go function goes on there, in one body.
+//
+// A redis.pcall that reads a key of another type (WRONGTYPE, a table in
+// Lua) is run.pget, run.phget or run.phgetall, whose wrong flag is the
+// table; a redis.call of a read is run.get, run.hget, ... which raise
+// WRONGTYPE as the script's error.
+//
 // # Numbers
 //
 // Redis's Lua has one number type, the double. The model computes with

@@ -4,7 +4,10 @@ import "strings"
 
 // electread is electread.lua. KEYS: election hash.
 func electread(r *run, keys, argv []string) any {
-	all := r.hgetall(keys[0])
+	all, wrong := r.phgetall(keys[0])
+	if wrong {
+		return Error("BATONFOREIGN <" + r.typeOf(keys[0]) + ">")
+	}
 	t := r.nowMs()
 	last, hasLast := 0.0, true
 	var hf, hdl, pf float64

@@ -59,7 +59,8 @@ func (s *Server) Eval(c ClientID, sc *script.Script, keys, args []string, track 
 	if f == nil {
 		panic("simredis: Eval of a script that is not baton's")
 	}
-	r := run{s: s, c: s.conns[c], keys: keys}
+	r := &s.r // no call runs inside another
+	*r = run{s: s, c: s.conns[c], keys: keys}
 	if track {
 		if r.c == nil || !r.c.tracking {
 			track = false // CLIENT CACHING failed: Redis does not track the call
@@ -67,7 +68,7 @@ func (s *Server) Eval(c ClientID, sc *script.Script, keys, args []string, track 
 		r.track = track
 	}
 	defer catch(&err)
-	res = f(&r, keys, args)
+	res = f(r, keys, args)
 	if e, ok := res.(Error); ok {
 		return nil, e
 	}

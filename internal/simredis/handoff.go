@@ -1,12 +1,15 @@
 package simredis
 
-// handoff.lua: the hand-off helpers of the lock grant (release.lua) and of
-// the permit hand-off (semrelease.lua). Queue entries are
-// "<member>|<deadline ms>|<lease ms>".
+import "strings"
+
+// handoff.lua: the one grant routine (grant) of every script that grants a
+// lock, a permit or a leadership, and what it needs (entry, unentry, now,
+// fence, tell, requeue). Queue entries are "<member>|<deadline ms>|<lease
+// ms>".
 
 // entry is handoff.lua's entry(member, dl, lease): lease as its digits.
 func entry(member string, dl float64, lease string) string {
-	return member + "|" + fmt0(dl) + "|" + lease
+	return join3(member, "|", dl, "|"+lease)
 }
 
 // unentry is handoff.lua's unentry(e): '^(.-)|(%d+)|(%d+)$', the
@@ -34,55 +37,111 @@ func lastByte(s string, end int, c byte) int {
 	return -1
 }
 
-// hms is TIME's reply as handoff.lua uses it: the time in ms
-// (t[1] * 1000 + math.floor(t[2] / 1000)) and in µs.
-type hms struct{ ms, us float64 }
-
-func (r *run) time() hms {
-	us := r.nowMicros()
-	return hms{ms: float64(floorDiv(us, 1000)), us: float64(us)}
+// now is handoff.lua's now(): the time in ms
+// (t[1] * 1000 + math.floor(t[2] / 1000)) and in µs. TIME is the clock:
+// one instant for the whole call, as the script's memo makes it.
+func (r *run) now() (ms, us float64) {
+	t := r.nowMicros()
+	return float64(floorDiv(t, 1000)), float64(t)
 }
 
-// poplive is handoff.lua's poplive(q, skip): the first entry of q popped,
-// its member and lease, and the time, if live and not skip.
-func (r *run) poplive(q, skip string) (h, lease string, t hms, ok bool) {
-	e, ok := r.lpop(q)
-	if !ok {
-		return "", "", hms{}, false
+// nowMs is the first result of now().
+func (r *run) nowMs() float64 { return float64(floorDiv(r.nowMicros(), 1000)) }
+
+// fence is handoff.lua's fence(last), known false where last is nil.
+func (r *run) fence(last float64, known bool) float64 {
+	_, us := r.now()
+	if known && last >= us {
+		return last + 1
 	}
-	h, dl, lease, ok := unentry(e)
-	if !ok || h == skip {
-		return "", "", hms{}, false
-	}
-	t = r.time()
-	if dl < t.ms {
-		return "", "", hms{}, false
-	}
-	return h, lease, t, true
+	return us
 }
 
-// nextfence is handoff.lua's nextfence(t, last).
-func nextfence(t hms, last float64) float64 {
-	if t.us > last+1 {
-		return t.us
-	}
-	return last + 1
-}
-
-// tell is handoff.lua's tell(via, h, f, name): the grant message, and
-// whether anyone can hear it.
-func (r *run) tell(via, h string, f float64, name string) bool {
-	msg := join("", "", f) + " " + h + " " + name
+// tell is handoff.lua's tell(via, h, f, name), f the fence's digits: the
+// grant message, and whether anyone can hear it.
+func (r *run) tell(via, h, f, name string) bool {
 	if len(via) > 0 && via[0] == 'S' {
-		r.s.publish(sub(via, 3), msg, true)
+		r.s.publishParts(sub(via, 3), true, f, " ", h, " ", name)
 		return true
 	}
-	return r.s.publish(sub(via, 3)+":c:"+prefix(h, 32), msg, false) > 0
+	return r.s.publishClient(sub(via, 3), prefix(h, 32), f, " ", h, " ", name) > 0
 }
 
-// requeue is handoff.lua's requeue(q, member, lease, ttl, ms).
-func (r *run) requeue(q, member, lease string, ttl, ms float64) {
-	r.rpush(q, entry(member, ms+ttl, lease))
+// acceptor is grant's accept: nil for Lua's nil (every entry accepted).
+// It is semserve's closure (semcommon.lua), the only one: self (hasSelf
+// false: nil) stops the grant, and an election (ann not "") accepts a
+// member with a value in k.
+type acceptor struct {
+	k, self, ann string
+	hasSelf      bool
+}
+
+// accept is the closure's body: stop for 'stop', else whether it accepts h.
+func (a *acceptor) accept(r *run, h string) (ok, stop bool) {
+	if a.hasSelf && h == a.self {
+		return false, true
+	}
+	return a.ann == "" || r.hexists(a.k, "#v:"+h) == 1, false
+}
+
+// granted is what grant returns: the grantee (ok false: nil), its fence
+// and lease, the last fence issued (known false: nil) and whether it
+// stopped.
+type granted struct {
+	h     string
+	f     float64
+	lease string
+	last  float64
+	known bool
+	stop  bool
+	ok    bool
+}
+
+// grant is handoff.lua's grant(q, skip, last, k, sem, via, name, accept):
+// skip "" with hasSkip false where it is nil, last with known false where
+// it is nil.
+func (r *run) grant(q, skip string, hasSkip bool, last float64, known bool, k string, sem bool, via, name string, accept *acceptor) granted {
+	for {
+		e, ok := r.lpop(q)
+		if !ok {
+			return granted{last: last, known: known}
+		}
+		h, dl, lease, ok := unentry(e)
+		if ok && (!hasSkip || h != skip) {
+			acc := true
+			if accept != nil {
+				var stop bool
+				if acc, stop = accept.accept(r, h); stop {
+					return granted{last: last, known: known, stop: true}
+				}
+			}
+			if acc && dl >= r.nowMs() {
+				f := r.fence(last, known)
+				var fs string
+				if sem {
+					v := pair(f, r.nowMs()+mustNumber(lease))
+					fs = v[:strings.IndexByte(v, ':')]
+					r.hset2(k, h, v, "#f", fs)
+				} else {
+					v := join(h, ":", f)
+					fs = v[len(h)+1:]
+					r.setPX(k, v, pxStr(lease))
+				}
+				last, known = f, true // heard or not: the next grant, or the marker, is above it
+				if r.tell(via, h, fs, name) {
+					return granted{h: h, f: f, lease: lease, last: last, known: true, ok: true}
+				}
+				if sem {
+					r.hdel(k, h, "", false)
+				}
+			}
+		}
+	}
+}
+
+// requeue is handoff.lua's requeue(q, member, lease, ttl).
+func (r *run) requeue(q, member, lease string, ttl float64) {
+	r.rpush(q, entry(member, r.nowMs()+ttl, lease))
 	mine := mustNumber(lease)
 	if float64(r.pttl(q)) < mine {
 		r.pexpire(q, pxArg(2*mine))

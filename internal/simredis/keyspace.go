@@ -76,9 +76,43 @@ type run struct {
 func (r *run) lookup(key string) *value {
 	v := r.s.keys[key]
 	if v != nil && v.expireAt != 0 && r.s.ms() > v.expireAt {
-		delete(r.s.keys, key)
+		r.s.remove(key, v)
 		return nil
 	}
+	return v
+}
+
+// remove deletes key, whose value is v, from the keyspace, and keeps v's
+// storage for a key made later (see made): keys come and go on every
+// contended call (a queue, the cache mark).
+func (s *Server) remove(key string, v *value) {
+	delete(s.keys, key)
+	if len(s.spare) < 64 {
+		s.spare = append(s.spare, v)
+	}
+}
+
+// made puts a new empty value of kind k at key, on spare storage when
+// there is some, and returns it.
+func (s *Server) made(key string, k kind) *value {
+	var v *value
+	if n := len(s.spare); n > 0 {
+		v = s.spare[n-1]
+		s.spare[n-1] = nil
+		s.spare = s.spare[:n-1]
+		clear(v.list[:cap(v.list)])
+		clear(v.hash[:cap(v.hash)])
+		*v = value{kind: k, list: v.list[:0], hash: v.hash[:0]}
+	} else {
+		v = &value{kind: k}
+	}
+	if k == kindList && v.list == nil {
+		v.list = make([]string, 0, 4)
+	}
+	if k == kindHash && v.hash == nil {
+		v.hash = make([]field, 0, 8)
+	}
+	s.keys[key] = v
 	return v
 }
 
@@ -127,14 +161,29 @@ func (r *run) get(key string) (string, bool) {
 	return v.str, true
 }
 
+// pget is redis.pcall('GET', key): the value (ok false: false, the key is
+// missing), or wrong true where the call failed with WRONGTYPE (a table).
+func (r *run) pget(key string) (v string, ok, wrong bool) {
+	x := r.lookup(key)
+	r.read(key)
+	switch {
+	case x == nil:
+		return "", false, false
+	case x.kind != kindString:
+		return "", false, true
+	}
+	return x.str, true, false
+}
+
 // set is SET key val, with PX px when px > 0.
 func (r *run) set(key, val string, px int64) {
 	v := r.lookup(key)
 	if v == nil {
-		v = &value{}
-		r.s.keys[key] = v
+		v = r.s.made(key, kindString)
 	}
-	*v = value{kind: kindString, str: val} // in place: a list's or hash's storage goes
+	*v = value{kind: kindString, str: val, list: v.list[:0], hash: v.hash[:0]} // in place, storage kept for a later kind
+	clear(v.list[:cap(v.list)])
+	clear(v.hash[:cap(v.hash)])
 	if px > 0 {
 		v.expireAt = r.s.ms() + px
 	}
@@ -155,7 +204,7 @@ func (r *run) pexpire(key string, ms int64) int64 {
 		return 0
 	}
 	if ms <= 0 {
-		delete(r.s.keys, key)
+		r.s.remove(key, v)
 	} else {
 		v.expireAt = r.s.ms() + ms
 	}
@@ -185,10 +234,11 @@ func (r *run) typeOf(key string) string {
 }
 
 func (r *run) del(key string) int64 {
-	if r.lookup(key) == nil {
+	v := r.lookup(key)
+	if v == nil {
 		return 0
 	}
-	delete(r.s.keys, key)
+	r.s.remove(key, v)
 	r.wrote(key)
 	return 1
 }
@@ -208,10 +258,11 @@ func (r *run) lpop(key string) (string, bool) {
 		return "", false
 	}
 	e := v.list[0]
-	v.list[0] = ""
-	v.list = v.list[1:]
-	if len(v.list) == 0 {
-		delete(r.s.keys, key)
+	n := copy(v.list, v.list[1:]) // in place: the storage stays (queues are short)
+	v.list[n] = ""
+	v.list = v.list[:n]
+	if n == 0 {
+		r.s.remove(key, v)
 	}
 	r.wrote(key)
 	return e, true
@@ -220,10 +271,22 @@ func (r *run) lpop(key string) (string, bool) {
 func (r *run) rpush(key, e string) int64 {
 	v := r.typed(key, kindList)
 	if v == nil {
-		v = &value{kind: kindList, list: make([]string, 0, 4)}
-		r.s.keys[key] = v
+		v = r.s.made(key, kindList)
 	}
 	v.list = append(v.list, e)
+	r.wrote(key)
+	return int64(len(v.list))
+}
+
+// lpush is LPUSH key e.
+func (r *run) lpush(key, e string) int64 {
+	v := r.typed(key, kindList)
+	if v == nil {
+		v = r.s.made(key, kindList)
+	}
+	v.list = append(v.list, "")
+	copy(v.list[1:], v.list)
+	v.list[0] = e
 	r.wrote(key)
 	return int64(len(v.list))
 }
@@ -261,7 +324,7 @@ func (r *run) lrem(key, e string) int64 {
 		return 0
 	}
 	if n == 0 {
-		delete(r.s.keys, key)
+		r.s.remove(key, v)
 	}
 	r.wrote(key)
 	return int64(removed)
@@ -296,6 +359,22 @@ func (r *run) hget(key, f string) (string, bool) {
 	return "", false
 }
 
+// phget is redis.pcall('HGET', key, f), as pget.
+func (r *run) phget(key, f string) (v string, ok, wrong bool) {
+	x := r.lookup(key)
+	r.read(key)
+	switch {
+	case x == nil:
+		return "", false, false
+	case x.kind != kindHash:
+		return "", false, true
+	}
+	if i := x.fieldAt(f); i >= 0 {
+		return x.hash[i].val, true, false
+	}
+	return "", false, false
+}
+
 func (r *run) hexists(key, f string) int64 {
 	if _, ok := r.hget(key, f); ok {
 		return 1
@@ -307,8 +386,7 @@ func (r *run) hexists(key, f string) int64 {
 func (r *run) hset(key, f, val string) {
 	v := r.typed(key, kindHash)
 	if v == nil {
-		v = &value{kind: kindHash, hash: make([]field, 0, 8)}
-		r.s.keys[key] = v
+		v = r.s.made(key, kindHash)
 	}
 	v.put(f, val)
 	r.wrote(key)
@@ -342,7 +420,7 @@ func (r *run) hdel(key, f string, g string, two bool) int64 {
 		return 0
 	}
 	if len(v.hash) == 0 {
-		delete(r.s.keys, key)
+		r.s.remove(key, v)
 	}
 	r.wrote(key)
 	return n
@@ -359,15 +437,22 @@ func (v *value) drop(f string) int64 {
 	return 1
 }
 
-// hgetall is HGETALL key, as a copy (the scripts write while they walk it)
-// in the server's scratch buffer: valid until the next hgetall.
-func (r *run) hgetall(key string) []field {
-	v := r.readTyped(key, kindHash)
+// phgetall is redis.pcall('HGETALL', key), as a copy (the scripts write
+// while they walk it) in the server's scratch buffer, valid until the next
+// phgetall; wrong true where the call failed with WRONGTYPE (a table with
+// err).
+func (r *run) phgetall(key string) (all []field, wrong bool) {
+	x := r.lookup(key)
+	r.read(key)
 	r.s.fields = r.s.fields[:0]
-	if v != nil {
-		r.s.fields = append(r.s.fields, v.hash...)
+	switch {
+	case x == nil:
+		return r.s.fields, false
+	case x.kind != kindHash:
+		return nil, true
 	}
-	return r.s.fields
+	r.s.fields = append(r.s.fields, x.hash...)
+	return r.s.fields, false
 }
 
 // nowMicros is TIME, in µs.

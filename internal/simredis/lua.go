@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // What the scripts get from Lua 5.1 as Redis embeds it: numbers, their
@@ -55,6 +56,36 @@ func join(a, sep string, n float64) string {
 	var d [20]byte
 	b.Write(strconv.AppendInt(d[:0], int64(n), 10))
 	return b.String()
+}
+
+// join3 is a .. sep .. fmt0(n) .. tail, in one allocation.
+func join3(a, sep string, n float64, tail string) string {
+	if n != math.Trunc(n) || math.Abs(n) >= 1<<53 || n == 0 && math.Signbit(n) {
+		return a + sep + fmt0(n) + tail
+	}
+	b := make([]byte, 0, len(a)+len(sep)+20+len(tail))
+	b = append(b, a...)
+	b = append(b, sep...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, tail...)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// pair is fmt0(a) .. ':' .. fmt0(b), in one allocation.
+func pair(a, b float64) string {
+	if !exact(a) || !exact(b) {
+		return fmt0(a) + ":" + fmt0(b)
+	}
+	s := make([]byte, 0, 40)
+	s = strconv.AppendInt(s, int64(a), 10)
+	s = append(s, ':')
+	s = strconv.AppendInt(s, int64(b), 10)
+	return unsafe.String(unsafe.SliceData(s), len(s))
+}
+
+// exact reports whether fmt0(n) is n's integer digits.
+func exact(n float64) bool {
+	return n == math.Trunc(n) && math.Abs(n) < 1<<53 && !(n == 0 && math.Signbit(n))
 }
 
 // reply is a Lua number returned to Redis: an integer, truncated.

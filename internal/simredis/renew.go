@@ -12,7 +12,10 @@ func renew(r *run, keys, argv []string) any {
 		case kind == "p":
 			out = append(out, r.renewPermit(key, val, number(leaseArg)))
 		case kind != "w":
-			v, vok := r.get(key)
+			v, vok, wrong := r.pget(key)
+			if wrong {
+				v, vok = "", true // not a string: not ours
+			}
 			if vok && v == val {
 				r.pexpire(key, pxStr(leaseArg))
 				if kind == "H" || kind == "C" {
@@ -20,13 +23,20 @@ func renew(r *run, keys, argv []string) any {
 				}
 				n := int64(1)
 				if kind == "c" || kind == "C" {
-					r.pexpire(key+":c", pxStr(leaseArg)) // the cache mark (release.lua)
-					if r.llen(key+":q") > 0 {
+					r.pexpire(r.s.key(key, ":c"), pxStr(leaseArg)) // the cache mark (release.lua)
+					if r.llen(r.s.key(key, ":q")) > 0 {
 						n = 2
 					}
 				}
 				out = append(out, n)
 			} else {
+				if kind == "c" || kind == "C" {
+					mark := r.s.key(key, ":c")
+					if c, ok, _ := r.pget(mark); ok && c == val {
+						// A hold we may have cached is lost: so goes its cache mark.
+						r.del(mark)
+					}
+				}
 				out = append(out, r.gone(vok, key))
 			}
 		default:
@@ -50,7 +60,10 @@ func (r *run) renewPermit(key, val string, lease float64) any {
 	var v string
 	vok := false
 	if mok {
-		v, vok = r.hget(key, m)
+		var wrong bool
+		if v, vok, wrong = r.phget(key, m); wrong {
+			v, vok = "", true // not a hash: not ours
+		}
 	}
 	vf, dl, pok := matchPair(v)
 	if vok && pok && vf == f && num(dl) <= r.nowMs() {
@@ -68,7 +81,7 @@ func (r *run) renewPermit(key, val string, lease float64) any {
 
 // gone is renew.lua's gone(v, key).
 func (r *run) gone(vok bool, key string) any {
-	if !vok && r.llen(key+":q") > 0 {
+	if !vok && r.llen(r.s.key(key, ":q")) > 0 {
 		return int64(-1)
 	}
 	return int64(0)

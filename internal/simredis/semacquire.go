@@ -8,7 +8,10 @@ func semacquire(r *run, keys, argv []string) any {
 	member, lease, wait := arg(argv, 1), number(arg(argv, 2)), arg(argv, 3) == "1"
 	limit, hasLimit := tonumber(arg(argv, 6))
 	ann := arg(argv, 7)
-	sc := r.semscan(k)
+	sc, ok := r.semscan(k)
+	if !ok {
+		return Error("BATONFOREIGN <" + r.typeOf(k) + ">")
+	}
 	if sc.hasLim != hasLimit || sc.lim != limit {
 		if sc.hasLim && (sc.live > 0 || r.queued(q)) {
 			return Error("BATONLIMIT " + fmt0(sc.lim))

@@ -16,11 +16,14 @@ type scan struct {
 	vals                        []string
 }
 
-// semscan is semcommon.lua's semscan(k).
-func (r *run) semscan(k string) scan {
-	all := r.hgetall(k)
+// semscan is semcommon.lua's semscan(k); ok false where it returns nil
+// alone (k is not a hash).
+func (r *run) semscan(k string) (s scan, ok bool) {
+	all, wrong := r.phgetall(k)
+	if wrong {
+		return s, false
+	}
 	t := r.nowMs()
-	var s scan
 	vals := r.s.strs[:0]
 	for _, p := range all {
 		f, v := p.name, p.val
@@ -47,7 +50,7 @@ func (r *run) semscan(k string) scan {
 	}
 	r.s.strs = vals
 	s.vals = vals
-	return s
+	return s, true
 }
 
 // announce is semcommon.lua's announce(ann, msg).
@@ -71,17 +74,23 @@ func (r *run) announceHolder(k, ann string, f, lease float64, member string) {
 	r.announce(ann, fmt0(f)+" "+fmt0(lease)+" "+member+" "+v)
 }
 
-// semput is semcommon.lua's semput(k, member, last, lease).
-func (r *run) semput(k, member string, last float64, known bool, lease float64) float64 {
-	f := r.fence(last, known)
+// semset is semcommon.lua's semset(k, member, f, lease).
+func (r *run) semset(k, member string, f, lease float64) {
 	fs := fmt0(f)
 	r.hset2(k, member, fs+":"+fmt0(r.nowMs()+lease), "#f", fs)
 	r.keep(k, lease)
+}
+
+// semput is semcommon.lua's semput(k, member, last, lease).
+func (r *run) semput(k, member string, last float64, known bool, lease float64) float64 {
+	f := r.fence(last, known)
+	r.semset(k, member, f, lease)
 	return f
 }
 
-// served is what semserve returns: the live count, the last fence, whether
-// self was reached, the soonest deadline granted (hasSoon false: nil).
+// served is what semserve returns: the live count, the last fence (known
+// false: nil), whether self was reached, the soonest deadline granted
+// (hasSoon false: nil).
 type served struct {
 	live    float64
 	last    float64
@@ -94,36 +103,33 @@ type served struct {
 // semserve is semcommon.lua's semserve(k, q, live, last, limit, skip,
 // self, via, name, ann); skip and self "" with their flags false: nil.
 func (r *run) semserve(k, q string, live, last float64, known bool, limit float64, skip string, hasSkip bool, self string, hasSelf bool, via, name, ann string) served {
-	out := served{live: live, last: last, known: known}
-	for out.live < limit {
-		e, ok := r.lpop(q)
-		if !ok {
+	var soon float64
+	hasSoon := false
+	var accept *acceptor
+	acc := acceptor{k: k, self: self, hasSelf: hasSelf, ann: ann}
+	if hasSelf || ann != "" {
+		accept = &acc
+	}
+	for live < limit {
+		g := r.grant(q, skip, hasSkip, last, known, k, true, via, name, accept)
+		last, known = g.last, g.known
+		if g.stop {
+			return served{live: live, last: last, known: known, reached: true, soon: soon, hasSoon: hasSoon}
+		}
+		if !g.ok {
 			break
 		}
-		h, dl, lease, ok := unentry(e)
-		if ok && hasSelf && h == self {
-			out.reached = true
-			return out
+		r.keep(k, mustNumber(g.lease))
+		if ann != "" {
+			r.hset(k, "#p:"+g.h, "1")
 		}
-		if ok && (!hasSkip || h != skip) && (ann == "" || r.hexists(k, "#v:"+h) == 1) {
-			if dl >= r.nowMs() {
-				out.last, out.known = r.semput(k, h, out.last, out.known, mustNumber(lease)), true
-				if r.tell(via, h, out.last, name) {
-					if ann != "" {
-						r.hset(k, "#p:"+h, "1")
-					}
-					out.live++
-					due := r.nowMs() + mustNumber(lease)
-					if !out.hasSoon || due < out.soon {
-						out.soon, out.hasSoon = due, true
-					}
-				} else {
-					r.hdel(k, h, "", false)
-				}
-			}
+		live++
+		due := r.nowMs() + mustNumber(g.lease)
+		if !hasSoon || due < soon {
+			soon, hasSoon = due, true
 		}
 	}
-	return out
+	return served{live: live, last: last, known: known, soon: soon, hasSoon: hasSoon}
 }
 
 // semaccept is semcommon.lua's semaccept(k, ann, f, lease, member).

@@ -7,11 +7,14 @@ func semdequeue(r *run, keys, argv []string) any {
 	k, q := keys[0], keys[1]
 	member := arg(argv, 1)
 	r.unqueue(q, member)
+	v, vok, wrong := r.phget(k, member)
+	if wrong {
+		return int64(0) // not a hash: not baton's
+	}
 	ann := arg(argv, 5)
 	if ann != "" {
 		r.hdel(k, "#v:"+member, "", false)
 	}
-	v, vok := r.hget(k, member)
 	if vok {
 		r.hdel(k, member, "#p:"+member, true)
 	}
@@ -20,7 +23,7 @@ func semdequeue(r *run, keys, argv []string) any {
 			return int64(0)
 		}
 	}
-	sc := r.semscan(k)
+	sc, _ := r.semscan(k)
 	limit := r.limitOr(sc, arg(argv, 4))
 	sv := r.semserve(k, q, sc.live, sc.last, sc.hasLast, limit, member, true, "", false, arg(argv, 2), arg(argv, 3), ann)
 	if vok || sv.live > sc.live {

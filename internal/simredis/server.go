@@ -3,6 +3,7 @@ package simredis
 import (
 	"sort"
 	"time"
+	"unsafe"
 )
 
 // ClientID names a connection to the Server. Outside (0) is an anonymous
@@ -29,6 +30,10 @@ type Server struct {
 	fields  []field  // scratch: a hash's fields as HGETALL returned them
 	strs    []string // scratch: semscan's members with an election value
 	expired []string // scratch: SetTime's tracked keys past their expiry
+	chbuf   []byte   // scratch: a client channel's name
+	spare   []*value // values of deleted keys, whose storage a new key takes
+	r       run      // the call running (Eval)
+	derived map[[2]string]string
 }
 
 // conn is a connection. A dropped one stays referenced by the tracking
@@ -81,6 +86,7 @@ func New(opt Options) *Server {
 		conns:   make(map[ClientID]*conn),
 		subs:    make(map[string][]*conn),
 		ssubs:   make(map[string][]*conn),
+		derived: make(map[[2]string]string),
 	}
 }
 
@@ -104,7 +110,7 @@ func (s *Server) SetMicros(us int64) {
 	}
 	sort.Strings(exp)
 	for _, k := range exp {
-		delete(s.keys, k)
+		s.remove(k, s.keys[k])
 		s.modified(k, nil)
 	}
 	s.expired = exp[:0]
@@ -234,6 +240,43 @@ func (s *Server) publish(channel, msg string, shard bool) int64 {
 	return int64(len(cs))
 }
 
+// publishParts is publish of the message that is parts joined, made only
+// when channel has subscribers.
+func (s *Server) publishParts(channel string, shard bool, parts ...string) int64 {
+	m := s.subs
+	if shard {
+		m = s.ssubs
+	}
+	if len(m[channel]) == 0 {
+		return 0
+	}
+	return s.publish(channel, concat(parts), shard)
+}
+
+// publishClient is PUBLISH on a client's channel "<pre>:c:<client>" of
+// the message that is parts joined: the channel's name and the message
+// are made only when it has subscribers.
+func (s *Server) publishClient(pre, client string, parts ...string) int64 {
+	s.chbuf = append(append(append(s.chbuf[:0], pre...), ":c:"...), client...)
+	if len(s.subs[string(s.chbuf)]) == 0 {
+		return 0
+	}
+	return s.publish(string(s.chbuf), concat(parts), false)
+}
+
+// concat joins parts in one allocation.
+func concat(parts []string) string {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := make([]byte, 0, n)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
 // modified is Redis's signalModifiedKey for tracking: every connection that
 // tracks key is told, but by itself (NOLOOP), and the key is tracked by
 // nobody after.
@@ -258,7 +301,7 @@ func (s *Server) modified(key string, by *conn) {
 // tells only of keys tracked when they expire.
 func (s *Server) track(key string, c *conn) {
 	if v := s.keys[key]; v != nil && v.expireAt != 0 && s.ms() > v.expireAt {
-		delete(s.keys, key)
+		s.remove(key, v)
 	}
 	ts := s.tracked[key]
 	for _, x := range ts {
@@ -276,4 +319,18 @@ func (s *Server) Drain(buf []Delivery) []Delivery {
 	clear(s.out)
 	s.out = s.out[:0]
 	return buf
+}
+
+// key is k+suffix ("<lock>:c", "<lock>:q"), made once per key: the scripts
+// derive these keys on every call.
+func (s *Server) key(k, suffix string) string {
+	d, ok := s.derived[[2]string{k, suffix}]
+	if !ok {
+		if len(s.derived) >= 1<<16 {
+			clear(s.derived)
+		}
+		d = k + suffix
+		s.derived[[2]string{k, suffix}] = d
+	}
+	return d
 }

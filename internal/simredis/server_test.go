@@ -150,8 +150,8 @@ func TestForeignValueIsBatonsError(t *testing.T) {
 	}
 	s.Do(Outside, "DEL", lockKeys[0])
 	s.Do(Outside, "RPUSH", lockKeys[0], "x")
-	if _, err := s.Eval(Outside, script.Acquire, lockKeys, acquireArgs(member0), false); err == nil || err.Error() != string(errWrongType) {
-		t.Fatalf("error %v", err)
+	if _, err := s.Eval(Outside, script.Acquire, lockKeys, acquireArgs(member0), false); err == nil || err.Error() != "BATONFOREIGN <list>" {
+		t.Fatalf("a key of another type: error %v", err)
 	}
 }
 
