@@ -93,29 +93,30 @@ func (w *world) scriptConn(c tclient) (ClientID, bool) {
 // next chooses the next operation.
 func (w *world) next() op {
 	switch n := w.pick(100); {
-	case n < 18:
+	case n < 17:
 		return w.acquireOp()
-	case n < 32:
+	case n < 31:
 		return w.releaseOp()
-	case n < 36:
+	case n < 35:
 		return w.dequeueOp()
-	case n < 44:
+	case n < 43:
 		return w.renewOp()
 	case n < 46:
-		name := w.oneOf(lockNames)
-		return op{desc: "Force", sc: script.Force, keys: []string{lockKey(name), lockKey(name) + ":q"}, args: []string{w.via(prefix0 + ":g:{" + name + "}"), name}}
-	case n < 62:
+		return w.forceOp()
+	case n < 59:
 		return w.semAcquireOp(w.pick(3) == 0)
-	case n < 72:
+	case n < 69:
 		return w.semReleaseOp(w.pick(3) == 0)
-	case n < 75:
+	case n < 72:
 		return w.semDequeueOp(w.pick(3) == 0)
-	case n < 78:
+	case n < 75:
 		c := w.client()
 		return op{desc: "ElectRead", conn: c.p, sc: script.ElectRead, keys: []string{electKey}, rel: []int{2}, relIf: 1}
-	case n < 83:
+	case n < 80:
 		return w.outsideOp()
 	case n < 85:
+		return w.shapeOp()
+	case n < 87:
 		c := w.client()
 		if w.pick(2) == 0 {
 			return op{conn: c.p, cmd: []string{"SET", prefix0 + ":i:" + c.hex, "instance " + c.hex, "PX", "90000000"}}
@@ -147,7 +148,11 @@ func (w *world) acquireOp() op {
 // lockToken is a token for the lock key: mostly its holder's, else a
 // stale one of some member.
 func (w *world) lockToken(key string) (member, token string) {
-	if v, ok := w.model.Get(key); ok && w.pick(10) < 7 {
+	v, ok := w.model.Get(key)
+	if c, cok := w.model.Get(key + ":c"); cok && (!ok || w.pick(3) == 0) {
+		v, ok = c, true // the cache mark's hold: its key deleted, force released, or the mark's own
+	}
+	if ok && w.pick(10) < 7 {
 		if m, _, ok := matchMember(v); ok {
 			return m, v
 		}
@@ -173,7 +178,14 @@ func (w *world) releaseOp() op {
 	mode := w.oneOf([]string{"0", "1", "2", "k"})
 	return op{desc: "Release", conn: conn, track: track, sc: script.Release,
 		keys: []string{lockKey(name), lockKey(name) + ":q"},
-		args: []string{token, member, w.oneOf(leases), mode, w.via(prefix0 + ":g:{" + name + "}"), name, w.oneOf(lingers)}}
+		args: []string{token, member, w.oneOf(leases), mode, w.via(prefix0 + ":g:{" + name + "}"), name, w.oneOf(lingers), w.oneOf([]string{"0", "1", "1"})}}
+}
+
+// forceOp is a force release (baton's admin), often of a cached lock.
+func (w *world) forceOp() op {
+	name := w.oneOf(lockNames)
+	return op{desc: "Force", sc: script.Force, keys: []string{lockKey(name), lockKey(name) + ":q"},
+		args: []string{w.via(prefix0 + ":g:{" + name + "}"), name, "C:" + prefix0}}
 }
 
 // clientOf is the client whose id begins member.
@@ -356,6 +368,24 @@ func (w *world) waiter(key string) string {
 // not write.
 func (w *world) outsideOp() op {
 	keys := w.model.Keys()
+	for _, k := range keys {
+		want := "string"
+		switch {
+		case strings.HasSuffix(k.Key, ":q"):
+			want = "list"
+		case k.Key == semKey || k.Key == electKey:
+			want = "hash"
+		}
+		if k.Type != want && w.pick(3) == 0 {
+			return op{cmd: []string{"DEL", k.Key}} // a key of another type goes again
+		}
+	}
+	for _, n := range lockNames {
+		k := lockKey(n)
+		if w.model.Type(k+":c") != "none" && w.model.Type(k) != "none" && w.pick(2) == 0 {
+			return op{cmd: []string{"DEL", k}} // a cached lock's key deleted: its mark guards the name
+		}
+	}
 	for _, k := range []string{lockKey("a"), lockKey("b"), semKey, electKey} {
 		if w.model.Type(k+":q") == "list" && w.model.Type(k) != "none" && w.pick(2) == 0 {
 			return op{cmd: []string{"DEL", k}}
@@ -384,4 +414,81 @@ func sortStrings(l []string) {
 			l[j], l[j-1] = l[j-1], l[j]
 		}
 	}
+}
+
+// ghost is a client that never listens: grants to its members are unheard
+// (PUBLISH counts nobody), as to a crashed session's.
+var ghost = strings.Repeat("cd", 15) + "09"
+
+// shapeOp puts the keys in the shapes the scripts must survive: dead
+// entries at the head of a queue, live entries of sessions that cannot
+// hear a grant (several in a row, before a live one or alone, on a key
+// that may be gone), and keys of another type at the lock key, its queue,
+// its cache mark, the semaphore's and the election's hash.
+func (w *world) shapeOp() op {
+	now := w.model.Time().UnixMilli()
+	queues := []string{lockKey("a") + ":q", lockKey("b") + ":q", semKey + ":q", electKey + ":q"}
+	q := w.oneOf(queues)
+	elect := q == electKey+":q"
+	ghostSlot := func() string {
+		m := ghost + "-" + strconv.Itoa(1+w.pick(2))
+		switch {
+		case elect:
+			m += ".e" + strconv.Itoa(w.pick(2))
+		case q == semKey+":q":
+			m += "." + strconv.Itoa(w.pick(2))
+		}
+		return m
+	}
+	switch n := w.pick(20); {
+	case n < 5:
+		// Dead entries at the head: past their deadline, or not baton's.
+		cmd := []string{"LPUSH", q}
+		for range 1 + w.pick(2) {
+			if w.pick(4) == 0 {
+				cmd = append(cmd, "junk")
+			} else {
+				cmd = append(cmd, ghostSlot()+"|"+strconv.FormatInt(now-1000-int64(w.pick(5000)), 10)+"|"+w.oneOf(leases))
+			}
+		}
+		return op{cmd: cmd}
+	case n < 11:
+		// Live entries nobody hears, several in a row (a grant's undo).
+		cmd := []string{"RPUSH", q}
+		for range 1 + w.pick(3) {
+			cmd = append(cmd, ghostSlot()+"|"+strconv.FormatInt(now+300+int64(w.pick(3000)), 10)+"|"+w.oneOf(leases))
+		}
+		return op{cmd: cmd}
+	case n < 12:
+		// An election's value for an unheard campaign, so that it is granted.
+		return op{cmd: []string{"HSET", electKey, "#v:" + ghost + "-1.e" + strconv.Itoa(w.pick(2)), "g"}}
+	case n < 13:
+		return op{cmd: []string{"DEL", w.oneOf(queues)}}
+	case n < 14:
+		// A key's TTL cut short: keep() and the hand-off's PTTL check extend it.
+		if keys := w.model.Keys(); len(keys) > 0 {
+			return op{cmd: []string{"PEXPIRE", keys[w.pick(len(keys))].Key, strconv.Itoa(300 + w.pick(2000))}}
+		}
+	case n < 15:
+		// A hash's last fence gone, or not a number.
+		key := w.oneOf([]string{semKey, electKey})
+		if w.pick(2) == 0 {
+			return op{cmd: []string{"HDEL", key, "#f"}}
+		}
+		return op{cmd: []string{"HSET", key, "#f", "junk"}}
+	}
+	// A key of another type at a key some script touches.
+	key := w.oneOf([]string{lockKey(w.oneOf(lockNames)), lockKey(w.oneOf(lockNames)) + ":c", lockKey(w.oneOf(lockNames)) + ":c",
+		semKey, electKey, electKey, q})
+	switch w.pick(3) {
+	case 0:
+		return op{cmd: []string{"RPUSH", key, "junk"}}
+	case 1:
+		return op{cmd: []string{"HSET", key, "junk", "1"}}
+	}
+	if strings.HasSuffix(key, ":c") && w.pick(2) == 0 {
+		// A mark that is a free marker or not baton's: deleted when met.
+		return op{cmd: []string{"SET", key, w.oneOf([]string{"~" + w.someFence(), "junk"}), "PX", "3000"}}
+	}
+	return op{cmd: []string{"SET", key, "junk", "PX", "2000"}}
 }
