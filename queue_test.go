@@ -379,6 +379,37 @@ func TestFreeNameWithUnheardQueueIsTaken(t *testing.T) {
 	}
 }
 
+// TestQueuedSessionKeepsItsPlaceOnAFreeName: a free name (its key deleted)
+// whose queue holds, ahead of a session that asks for it, an entry nobody
+// can hear, and behind it another live session: the session that asks is
+// next in line, and takes the name; the one behind it stays queued.
+func TestQueuedSessionKeepsItsPlaceOnAFreeName(t *testing.T) {
+	const fake = "00000000000000000000000000000000-1" // no client listens for it
+	srv := redistest.Start(t)
+	a := newClient(t, srv, Options{LeaseTTL: time.Second})
+	b := newClient(t, srv, Options{LeaseTTL: time.Second})
+	ctx := ctxTimeout(t, 10*time.Second)
+	name := uniqueName(t)
+	for _, m := range []string{fake, a.Session().ID(), b.Session().ID()} {
+		injectEntry(t, srv, name, m, time.Minute, time.Second)
+	}
+	l, err := a.TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("TryLock of the session next in line: %v", err)
+	}
+	k := newKeys("baton", name)
+	if v, _ := srv.Do(t, "GET", k.Lock).ToString(); !strings.HasPrefix(v, a.Session().ID()+":") {
+		t.Errorf("key holds %q, want the value of the session next in line", v)
+	}
+	q, _ := srv.Do(t, "LRANGE", k.Queue(), "0", "-1").AsStrSlice()
+	if len(q) != 1 || entryMember(q[0]) != b.Session().ID() {
+		t.Errorf("queue %q, want only the session behind", q)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestQueueOutlivesShortLeaseWaiter: a name's queue keys live as long as
 // the sessions still queued need them, not as long as the lease of the
 // session that created them. h holds the lock. Session a (lease 150 ms)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/internal/keyspace"
 	"github.com/batonlock/baton/internal/locktest"
 	"github.com/batonlock/baton/internal/redistest"
 	"github.com/redis/rueidis"
@@ -84,6 +85,29 @@ func TestForceReleaseFrees(t *testing.T) {
 		t.Errorf("next token %d not above the evicted %d", l2.Token(), l.Token())
 	}
 	locktest.Unlock(t, l2)
+}
+
+// TestForceReleaseFreedReportsTheMarkersFence: queued, only a session no
+// client hears: its grant is undone, and the fence reported is the free
+// marker's, above the one the undone grant took.
+func TestForceReleaseFreedReportsTheMarkersFence(t *testing.T) {
+	const fake = "00000000000000000000000000000000-1" // no client listens for it
+	srv := redistest.Start(t)
+	c := locktest.NewBaton(t, srv.Option(), 1500*time.Millisecond)
+	a := newAdmin(t, srv.Option())
+	name := locktest.UniqueName(t)
+	l := locktest.Lock(t, c, name)
+	srv.Do(t, "RPUSH", "baton:{"+name+"}:q", keyspace.QueueEntry(fake, time.Now().Add(time.Minute).UnixMilli(), 1000))
+
+	r, err := a.ForceRelease(locktest.CtxTimeout(t, locktest.Bound), name)
+	if err != nil || r.Action != admin.ActionFreed {
+		t.Fatalf("ForceRelease = %+v, %v; want freed", r, err)
+	}
+	v, _ := srv.Do(t, "GET", "baton:{"+name+"}").ToString()
+	if v != "~"+uitoa(r.Fence) || r.Fence <= r.Was.Fence {
+		t.Errorf("key holds %q, fence reported %d (held under %d): want the marker's, above the undone grant's", v, r.Fence, r.Was.Fence)
+	}
+	locktest.WaitDone(t, l, time.Second+500*time.Millisecond, "evicted holder")
 }
 
 // TestForceReleaseHolderQueued: the evicted holder's own session, queued

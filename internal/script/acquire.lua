@@ -63,18 +63,21 @@ if owner and owner ~= member then
 end
 if not v then
   -- No key: free, but sessions may be queued (their holder crashed, or the
-  -- key was deleted). The first live one gets it now.
+  -- key was deleted). The first live one that hears gets it now; if that
+  -- is us (those ahead could not hear), or nobody, we take it: a queued
+  -- caller keeps its place in line.
   local h = head(q)
   if h and h ~= member then
-    local g, f = release(k, q, last, member, ARGV[4], ARGV[5])
+    local g, f, _, l = grant(q, nil, last, k, false, ARGV[4], ARGV[5], function(m)
+      if m == member then return 'stop' end
+      return true
+    end)
     if g then
       local pos = -1
       if wait then pos = enqueue(q, member, lease) end
       return {0, lease, f, pos}
     end
-    -- Nobody queued could be told (crashed clients): the name is free,
-    -- and ours (release marked it; our own entry went with the rest).
-    last = f
+    last = l
   elseif h then
     redis.call('LPOP', q)
   end

@@ -43,4 +43,4 @@ if redis.pcall('GET', k .. ':c') == v then
 end
 local h, g = release(k, q, last, nil, ARGV[1], ARGV[2])
 if h then return {'granted', v, pttl, n, h, fmt(g)} end
-return {'freed', v, pttl, n, '', fmt(last)}
+return {'freed', v, pttl, n, '', fmt(g)}

@@ -49,19 +49,19 @@ func acquire(r *run, keys, argv []string) any {
 		return r.busy(r.pttl(busy), last, known, pos)
 	}
 	if !vok {
-		// No key: free, but sessions may be queued. The first live one gets it now.
+		// No key: free, but sessions may be queued. The first live one
+		// that hears gets it now; if that is us, or nobody, we take it.
 		h, _, ok := r.head(q)
 		if ok && h != member {
-			_, f, g := r.release(k, q, last, known, member, true, arg(argv, 4), arg(argv, 5))
-			if g {
+			g := r.grant(q, "", false, last, known, k, false, arg(argv, 4), arg(argv, 5), &acceptor{self: member, hasSelf: true})
+			if g.ok {
 				pos := int64(-1)
 				if wait {
 					pos, _ = r.enqueue(q, member, lease, 0, false)
 				}
-				return []any{int64(0), reply(lease), reply(f), pos}
+				return []any{int64(0), reply(lease), reply(g.f), pos}
 			}
-			// Nobody queued could be told: the name is free, and ours.
-			last, known = f, true
+			last, known = g.last, g.known
 		} else if ok {
 			r.lpop(q)
 		}

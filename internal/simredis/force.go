@@ -29,8 +29,9 @@ func force(r *run, keys, argv []string) any {
 		r.del(k)
 		return []any{"recalled", v, pttl, n, "", fmt0(last)}
 	}
-	if h, g, ok := r.release(k, q, last, known, "", false, arg(argv, 1), arg(argv, 2)); ok {
+	h, g, ok := r.release(k, q, last, known, "", false, arg(argv, 1), arg(argv, 2))
+	if ok {
 		return []any{"granted", v, pttl, n, h, fmt0(g)}
 	}
-	return []any{"freed", v, pttl, n, "", fmt0(last)}
+	return []any{"freed", v, pttl, n, "", fmt0(g)}
 }
