@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,6 +191,34 @@ func TestRWMutexCrashedReaderFreesAtLease(t *testing.T) {
 		t.Errorf("the writer waited %v for a crashed reader of lease %v", took, lease)
 	}
 	l.Unlock(ctx)
+}
+
+// TestRWMutexDeadWriterEntryHoldsNoReader: a writer's queue entry past its
+// deadline (its session crashed while queued), met behind a reader's entry
+// whose grant nobody heard, holds back no reader: while readers hold, a
+// reader that comes takes the lock at once.
+func TestRWMutexDeadWriterEntryHoldsNoReader(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	a, _ := newClient(t, srv, Options{}).RWMutex(name)
+	b, _ := newClient(t, srv, Options{}).RWMutex(name)
+	r, err := a.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crashed session's reader (nobody listens on its client's channel,
+	// so its grant is undone), then a crashed session's writer whose entry
+	// died long ago (deadline 1 ms after the epoch).
+	crashed := strings.Repeat("cd", 16)
+	srv.Do(t, "RPUSH", keyspace.RWKey("baton", name)+":q",
+		crashed+"-1.r0|99999999999999|1000", crashed+"-2.w0|1|1000")
+	l, err := b.TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("a reader beside a reader, behind dead entries: %v", err)
+	}
+	l.Unlock(ctx)
+	r.Unlock(ctx)
 }
 
 // TestRWMutexLostReaderIsTold: a reader whose hold vanished from Redis

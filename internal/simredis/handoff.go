@@ -147,8 +147,11 @@ func (r *run) grant(q, skip string, hasSkip bool, last float64, known bool, k st
 			case stopped:
 				return granted{last: last, known: known, stop: true}
 			case held:
-				r.lpush(q, e) // its turn has not come: back at the head
-				return granted{last: last, known: known}
+				if dl >= r.nowMs() {
+					r.lpush(q, e) // its turn has not come: back at the head
+					return granted{last: last, known: known}
+				}
+				// a dead entry is dropped, held or not
 			}
 			if acc == accepted && dl >= r.nowMs() {
 				f := r.fence(last, known)

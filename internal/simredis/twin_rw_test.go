@@ -98,10 +98,11 @@ func (w *world) rwAcquireOp() op {
 	}
 	if member == "" || strings.HasPrefix(member, ghost) {
 		member = w.rwMember(w.client())
-		// Lean toward the other side of the holders: readers behind a
+		// Half the time, the other side of the holders: readers behind a
 		// writer that holds (queued together, granted together), a writer
-		// behind readers (at the head, held back until they leave).
-		if hs := w.rwHolders(); len(hs) > 0 && w.pick(3) > 0 {
+		// behind readers (at the head, held back until they leave); else
+		// either side, so that readers also share.
+		if hs := w.rwHolders(); len(hs) > 0 && w.pick(2) == 0 {
 			m, _, _ := matchToken(hs[0])
 			side := ".w"
 			if writer(m) {
@@ -300,11 +301,18 @@ func (w *world) rwShapeOp() op {
 		}
 		return op{cmd: cmd}
 	case n < 22:
+		// A writer's dead entry behind a reader nobody hears, then a
+		// reader: met inside a grant (after the first reader's is undone),
+		// not by the cleanup of the head.
+		dead := strconv.FormatInt(now-1000-int64(w.pick(5000)), 10)
+		return op{cmd: []string{"LPUSH", rwQueue, w.member(w.client()) + ".r0|" + dl() + "|" + w.oneOf(leases),
+			ghost + "-1.w0|" + dead + "|" + w.oneOf(leases), ghost + "-2.r1|" + dl() + "|" + w.oneOf(leases)}}
+	case n < 24:
 		if w.pick(2) == 0 {
 			return op{cmd: []string{"HDEL", rwKey, "#f"}}
 		}
 		return op{cmd: []string{"HSET", rwKey, "#f", "junk"}}
-	case n < 25:
+	case n < 27:
 		// Fields baton did not write: a holder's value that does not parse
 		// (or parses as a deadline only), a reserved field.
 		m := w.rwMember(w.client())
@@ -313,12 +321,12 @@ func (w *world) rwShapeOp() op {
 			m = "#x"
 		}
 		return op{cmd: []string{"HSET", rwKey, m, v}}
-	case n < 28:
+	case n < 30:
 		if keys := w.model.Keys(); len(keys) > 0 && w.pick(2) == 0 {
 			return op{cmd: []string{"PEXPIRE", w.oneOf([]string{rwKey, rwQueue}), strconv.Itoa(300 + w.pick(2000))}}
 		}
 		return op{cmd: []string{"DEL", w.oneOf([]string{rwKey, rwQueue})}}
-	case n < 31:
+	case n < 33:
 		// A key of another type at the hash or its queue.
 		key := w.oneOf([]string{rwKey, rwKey, rwQueue})
 		switch w.pick(3) {
@@ -328,7 +336,7 @@ func (w *world) rwShapeOp() op {
 			return op{cmd: []string{"HSET", key, "junk", "1"}}
 		}
 		return op{cmd: []string{"SET", key, "junk", "PX", "2000"}}
-	case n < 34:
+	case n < 36:
 		// A key of another type goes again.
 		if ty := w.model.Type(rwKey); ty != "hash" && ty != "none" {
 			return op{cmd: []string{"DEL", rwKey}}
