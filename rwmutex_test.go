@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -219,6 +220,43 @@ func TestRWMutexDeadWriterEntryHoldsNoReader(t *testing.T) {
 	}
 	l.Unlock(ctx)
 	r.Unlock(ctx)
+}
+
+// TestRWMutexHeldAgainKeepsLastFence: a reader whose slot already holds
+// when it asks (granted by a release whose message it has not read) keeps
+// that hold's token, and the last fence stays the highest one issued, the
+// base of every later token.
+func TestRWMutexHeldAgainKeepsLastFence(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	key := keyspace.RWKey("baton", name)
+	a, _ := newClient(t, srv, Options{}).RWMutex(name)
+	cb := newClient(t, srv, Options{})
+	b, _ := cb.RWMutex(name)
+	ra, err := a.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _ := srv.Do(t, "HGET", key, "#f").ToString()
+	f, err := strconv.ParseUint(last, 10, 64)
+	if err != nil {
+		t.Fatalf("last fence %q: %v", last, err)
+	}
+	// A grant to b's first reader slot before a's, its message unread.
+	srv.Do(t, "HSET", key, clientMemberPrefix(t, ctx, cb)+"1.r0", strconv.FormatUint(f-1, 10)+":99999999999999")
+	rb, err := b.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rb.Token() >> keyspace.TokenShift; got != f-1 {
+		t.Fatalf("b's fence %d, want %d: the grant it found", got, f-1)
+	}
+	if now, _ := srv.Do(t, "HGET", key, "#f").ToString(); now != last {
+		t.Fatalf("last fence %s after b took its grant, want %s", now, last)
+	}
+	rb.Unlock(ctx)
+	ra.Unlock(ctx)
 }
 
 // TestRWMutexLostReaderIsTold: a reader whose hold vanished from Redis

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -301,7 +302,7 @@ func (k *checker) idleWaits() {
 		}
 		for _, ss := range p.sessions {
 			for _, c := range ss.callers {
-				if c.state != locking || c.gone || !k.idle(c.spec, c.write) {
+				if c.state != locking || c.gone || !k.idle(c) {
 					delete(k.waitOn, c)
 					continue
 				}
@@ -319,13 +320,16 @@ func (k *checker) idleWaits() {
 	}
 }
 
-// idle reports whether n is free in Redis for a waiter: a lock whose key
-// is free, or held by a session that keeps it cached (unused: a recall
-// frees it at once); a semaphore or election with fewer live holders
-// than its limit. A key kept by a release whose outcome its session does
-// not know (its caller gave up on it) is held until it expires: waiting
-// for it is no fault.
-func (k *checker) idle(n nameSpec, write bool) bool {
+// idle reports whether c's name is free in Redis for c, a waiter: a lock
+// whose key is free, or held by a session that keeps it cached (unused: a
+// recall frees it at once); a semaphore or election with fewer live
+// holders than its limit; a read-write lock that nobody holds for a
+// writer, that no writer holds or waits for ahead of it for a reader (FIFO
+// phases: a reader behind a waiting writer waits for it). A key kept by a
+// release whose outcome its session does not know (its caller gave up on
+// it) is held until it expires: waiting for it is no fault.
+func (k *checker) idle(c *caller) bool {
+	n, write := c.spec, c.write
 	r := k.s.redis
 	switch n.kind {
 	case kindLock:
@@ -352,7 +356,30 @@ func (k *checker) idle(n nameSpec, write bool) bool {
 			live++
 		}
 	}
+	if n.kind == kindRW && !write && c.w != nil && k.writerAhead(key+":q", c.w.Name().Member) {
+		return false
+	}
 	return live < limit
+}
+
+// writerAhead reports whether queue q holds a live writer's entry ahead
+// of member's (anywhere, when member has none).
+func (k *checker) writerAhead(q, member string) bool {
+	now := k.s.now.UnixMilli()
+	for _, e := range k.s.redis.srv.LRange(q) {
+		parts := strings.Split(e, "|")
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == member {
+			return false
+		}
+		dl, err := strconv.ParseInt(parts[1], 10, 64)
+		if err == nil && dl >= now && isWriter(parts[0]) {
+			return true
+		}
+	}
+	return false
 }
 
 // isWriter reports whether member m is a read-write lock's writer slot.

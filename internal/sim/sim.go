@@ -87,7 +87,7 @@ func New(cfg Config) *Sim {
 	cfg.Locks = pick(cfg.Locks, 1, 3)
 	cfg.Sems = pick(cfg.Sems, 0, 1)
 	cfg.Elects = pick(cfg.Elects, 0, 1)
-	cfg.RWs = pick(cfg.RWs, 0, 0) // TODO(rw): 0-1 once the model runs the read-write scripts
+	cfg.RWs = pick(cfg.RWs, 0, 1)
 	if cfg.Lease == 0 {
 		cfg.Lease = []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, time.Second, 2 * time.Second}[rng.IntN(4)]
 	}

@@ -12,15 +12,16 @@ func rwacquire(r *run, keys, argv []string) any {
 	sc := r.rwscan(k)
 	if v, ok := r.hget(k, member); ok {
 		// Granted to us, left by a failed release of ours, or taken by a
-		// late attempt of ours: keep it with its token, and a full lease.
+		// late attempt of ours: keep it with its token, and a full lease;
+		// "#f" stays.
 		fs, fok := matchDigitsColon(v)
 		if !fok {
-			raise(errNil) // semset's fmt(nil)
+			raise(errNil) // f .. ':' with f nil
 		}
-		f := num(fs)
-		r.semset(k, member, f, lease)
+		r.hset(k, member, fs+":"+fmt0(r.nowMs()+lease))
+		r.keep(k, lease)
 		r.unqueue(q, member)
-		return []any{int64(3), reply(f)}
+		return []any{int64(3), reply(num(fs))}
 	}
 	// The phase at the head of the queue goes first (FIFO).
 	sv := r.rwserve(k, q, sc.live, sc.writers, sc.last, sc.hasLast, "", false, member, true, arg(argv, 4), arg(argv, 5))
