@@ -259,6 +259,38 @@ func TestRWMutexHeldAgainKeepsLastFence(t *testing.T) {
 	ra.Unlock(ctx)
 }
 
+// TestRWMutexHeldWriterKeepsQueueExpiry: a writer alone in the queue,
+// held back while readers hold, keeps the queue's expiry when a reader's
+// attempt meets it, so that the queue lapses if its waiters do.
+func TestRWMutexHeldWriterKeepsQueueExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	var ms []*RWMutex
+	for range 3 {
+		m, _ := newClient(t, srv, Options{}).RWMutex(name)
+		ms = append(ms, m)
+	}
+	r, err := ms[0].RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := rwAsync(ctx, ms[1], true)
+	rwQueueLen(t, srv, name, 1)
+	if _, err := ms[2].TryRLock(ctx); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryRLock behind a waiting writer: %v, want ErrNotAcquired", err)
+	}
+	if ttl, _ := srv.Do(t, "PTTL", keyspace.RWKey("baton", name)+":q").AsInt64(); ttl <= 0 {
+		t.Fatalf("the queue's PTTL is %d after a reader met the writer at its head", ttl)
+	}
+	r.Unlock(ctx)
+	wr := waitFor(t, w, 5*time.Second, "the writer")
+	if wr.err != nil {
+		t.Fatal(wr.err)
+	}
+	wr.l.Unlock(ctx)
+}
+
 // TestRWMutexLostReaderIsTold: a reader whose hold vanished from Redis
 // (deleted from outside) is told at its next renewal, as a lock's holder is.
 func TestRWMutexLostReaderIsTold(t *testing.T) {

@@ -92,7 +92,9 @@ local function grant(q, skip, last, k, sem, via, name, accept)
       -- A dead entry is dropped, held or not: back at the head it would
       -- hold up the readers behind it, and a reader that comes.
       if ok == 'hold' and dl >= now() then
-        redis.call('LPUSH', q, e) -- its turn has not come: back at the head
+        -- Its turn has not come: back at the head. A queue that it was
+        -- alone in came back without an expiry: keep it as requeue does.
+        if redis.call('LPUSH', q, e) == 1 then redis.call('PEXPIRE', q, 2 * tonumber(lease)) end
         return nil, nil, nil, last, false
       end
       if ok and dl >= now() then

@@ -148,7 +148,11 @@ func (r *run) grant(q, skip string, hasSkip bool, last float64, known bool, k st
 				return granted{last: last, known: known, stop: true}
 			case held:
 				if dl >= r.nowMs() {
-					r.lpush(q, e) // its turn has not come: back at the head
+					// Its turn has not come: back at the head, the queue
+					// kept as requeue does when it came back.
+					if r.lpush(q, e) == 1 {
+						r.pexpire(q, pxArg(2*mustNumber(lease)))
+					}
 					return granted{last: last, known: known}
 				}
 				// a dead entry is dropped, held or not
