@@ -167,6 +167,7 @@ type event struct {
 	what string
 	do   func()
 	off  bool // cancelled
+	was  time.Time // when it was due before a stall put it off (zero: none did)
 }
 
 type events []*event
@@ -217,6 +218,9 @@ func (s *Sim) step() {
 		}
 		if e.at.Before(p.stalledTo) {
 			// Stalled: nothing of it runs until it resumes.
+			if e.was.IsZero() {
+				e.was = e.at
+			}
 			e.at = p.stalledTo
 			heap.Push(&s.q, e)
 			return
