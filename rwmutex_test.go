@@ -3,6 +3,8 @@ package baton
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,6 +192,103 @@ func TestRWMutexCrashedReaderFreesAtLease(t *testing.T) {
 		t.Errorf("the writer waited %v for a crashed reader of lease %v", took, lease)
 	}
 	l.Unlock(ctx)
+}
+
+// TestRWMutexDeadWriterEntryHoldsNoReader: a writer's queue entry past its
+// deadline (its session crashed while queued), met behind a reader's entry
+// whose grant nobody heard, holds back no reader: while readers hold, a
+// reader that comes takes the lock at once.
+func TestRWMutexDeadWriterEntryHoldsNoReader(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	a, _ := newClient(t, srv, Options{}).RWMutex(name)
+	b, _ := newClient(t, srv, Options{}).RWMutex(name)
+	r, err := a.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crashed session's reader (nobody listens on its client's channel,
+	// so its grant is undone), then a crashed session's writer whose entry
+	// died long ago (deadline 1 ms after the epoch).
+	crashed := strings.Repeat("cd", 16)
+	srv.Do(t, "RPUSH", keyspace.RWKey("baton", name)+":q",
+		crashed+"-1.r0|99999999999999|1000", crashed+"-2.w0|1|1000")
+	l, err := b.TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("a reader beside a reader, behind dead entries: %v", err)
+	}
+	l.Unlock(ctx)
+	r.Unlock(ctx)
+}
+
+// TestRWMutexHeldAgainKeepsLastFence: a reader whose slot already holds
+// when it asks (granted by a release whose message it has not read) keeps
+// that hold's token, and the last fence stays the highest one issued, the
+// base of every later token.
+func TestRWMutexHeldAgainKeepsLastFence(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	key := keyspace.RWKey("baton", name)
+	a, _ := newClient(t, srv, Options{}).RWMutex(name)
+	cb := newClient(t, srv, Options{})
+	b, _ := cb.RWMutex(name)
+	ra, err := a.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _ := srv.Do(t, "HGET", key, "#f").ToString()
+	f, err := strconv.ParseUint(last, 10, 64)
+	if err != nil {
+		t.Fatalf("last fence %q: %v", last, err)
+	}
+	// A grant to b's first reader slot before a's, its message unread.
+	srv.Do(t, "HSET", key, clientMemberPrefix(t, ctx, cb)+"1.r0", strconv.FormatUint(f-1, 10)+":99999999999999")
+	rb, err := b.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rb.Token() >> keyspace.TokenShift; got != f-1 {
+		t.Fatalf("b's fence %d, want %d: the grant it found", got, f-1)
+	}
+	if now, _ := srv.Do(t, "HGET", key, "#f").ToString(); now != last {
+		t.Fatalf("last fence %s after b took its grant, want %s", now, last)
+	}
+	rb.Unlock(ctx)
+	ra.Unlock(ctx)
+}
+
+// TestRWMutexHeldWriterKeepsQueueExpiry: a writer alone in the queue,
+// held back while readers hold, keeps the queue's expiry when a reader's
+// attempt meets it, so that the queue lapses if its waiters do.
+func TestRWMutexHeldWriterKeepsQueueExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	name := uniqueName(t)
+	var ms []*RWMutex
+	for range 3 {
+		m, _ := newClient(t, srv, Options{}).RWMutex(name)
+		ms = append(ms, m)
+	}
+	r, err := ms[0].RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := rwAsync(ctx, ms[1], true)
+	rwQueueLen(t, srv, name, 1)
+	if _, err := ms[2].TryRLock(ctx); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryRLock behind a waiting writer: %v, want ErrNotAcquired", err)
+	}
+	if ttl, _ := srv.Do(t, "PTTL", keyspace.RWKey("baton", name)+":q").AsInt64(); ttl <= 0 {
+		t.Fatalf("the queue's PTTL is %d after a reader met the writer at its head", ttl)
+	}
+	r.Unlock(ctx)
+	wr := waitFor(t, w, 5*time.Second, "the writer")
+	if wr.err != nil {
+		t.Fatal(wr.err)
+	}
+	wr.l.Unlock(ctx)
 }
 
 // TestRWMutexLostReaderIsTold: a reader whose hold vanished from Redis

@@ -129,9 +129,12 @@ func (n *Name) unlock(l *Lock, now time.Time, lingers bool) (*Call, error) {
 	case n.s.closed:
 	case len(n.waiters) > 0:
 		mode = Requeue
-	case h.waited && lingers && n.ID.Kind != ElectKind:
+	case h.waited && lingers && n.ID.Kind != ElectKind && n.ID.Kind != WriteKind:
 		// (Never for an election: a lingering entry could be granted
-		// leadership, which observers would see, for nobody.)
+		// leadership, which observers would see, for nobody. Never for a
+		// read-write lock's writer: while readers hold, the readers queued
+		// behind its entry wait for it, and when it lapses no script runs
+		// to let them pass it.)
 		// Contended: this session will likely want the lock again soon.
 		// Queue it now at no extra cost; the entry lapses at linger.to
 		// unless a waiter comes.

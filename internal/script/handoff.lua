@@ -77,9 +77,9 @@ end
 -- accept (nil: every one) may also answer 'stop' for a member that takes
 -- the name itself (its entry is gone too), or 'hold' for one whose turn
 -- has not come (a read-write lock's writer while readers hold: its entry
--- stays at the head, and nothing is granted). Returns the grantee, its fence,
--- its lease (ms, a string) and the last fence issued; or nil, nil, nil,
--- last and whether it stopped.
+-- stays at the head, and nothing is granted; a dead one is dropped).
+-- Returns the grantee, its fence, its lease (ms, a string) and the last
+-- fence issued; or nil, nil, nil, last and whether it stopped.
 local function grant(q, skip, last, k, sem, via, name, accept)
   while true do
     local e = redis.call('LPOP', q)
@@ -89,8 +89,12 @@ local function grant(q, skip, last, k, sem, via, name, accept)
       local ok = true
       if accept then ok = accept(h) end
       if ok == 'stop' then return nil, nil, nil, last, true end
-      if ok == 'hold' then
-        redis.call('LPUSH', q, e) -- its turn has not come: back at the head
+      -- A dead entry is dropped, held or not: back at the head it would
+      -- hold up the readers behind it, and a reader that comes.
+      if ok == 'hold' and dl >= now() then
+        -- Its turn has not come: back at the head. A queue that it was
+        -- alone in came back without an expiry: keep it as requeue does.
+        if redis.call('LPUSH', q, e) == 1 then redis.call('PEXPIRE', q, 2 * tonumber(lease)) end
         return nil, nil, nil, last, false
       end
       if ok and dl >= now() then

@@ -19,11 +19,13 @@ local v = redis.call('HGET', k, member)
 if v then
   -- Granted to us by a release whose message we have not read, left by a
   -- release of ours that failed, or taken by an attempt of ours that ran
-  -- late: keep it with its token, and a full lease.
-  local f = tonumber(string.match(v, '^(%d+):'))
-  semset(k, member, f, lease)
+  -- late: keep it with its token, and a full lease. "#f" stays: grants
+  -- since may have issued fences above this one.
+  local f = string.match(v, '^(%d+):')
+  redis.call('HSET', k, member, f .. ':' .. fmt(now() + lease))
+  keep(k, lease)
   unqueue(q, member)
-  return {3, f}
+  return {3, tonumber(f)}
 end
 -- The phase at the head of the queue goes first (FIFO): our turn comes
 -- only after it, and a reader behind a waiting writer waits for it.

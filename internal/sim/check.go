@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,8 @@ import (
 //     under a newer fence is told;
 //   - in a run without faults, no caller waits long on a name nobody
 //     holds;
+//   - a read-write lock is granted in the order of its queue (FIFO
+//     phases: a reader that queued behind a writer waits for it);
 //   - Close ends within its budget; once every process has closed and the
 //     leases have run out, Redis holds nothing but fence markers.
 
@@ -50,6 +53,11 @@ type checker struct {
 	// heard that Redis changed the key (a notice of it, or of a flush).
 	told   map[*process]map[string][]time.Time
 	losses []loss // what Redis lost, and when
+	// queued is, by read-write lock hash key, each member in its queue,
+	// and rwFences its holders' fences, as the last step left them: what
+	// fifo compares with.
+	queued   map[string]map[string]place
+	rwFences map[string]map[string]string
 }
 
 func (k *checker) init(s *Sim) {
@@ -60,6 +68,8 @@ func (k *checker) init(s *Sim) {
 	k.waitOn = map[*caller]time.Time{}
 	k.bound = 100 * time.Millisecond
 	k.told = map[*process]map[string][]time.Time{}
+	k.queued = map[string]map[string]place{}
+	k.rwFences = map[string]map[string]string{}
 }
 
 // exempt reports whether r's holder may be overlapped: Redis lost the
@@ -266,10 +276,60 @@ func (k *checker) announced(p *process, lname string, fence uint64, member strin
 // afterStep checks what must hold after every step.
 func (k *checker) afterStep() {
 	k.waitersKnown()
+	k.fifo()
 	if k.s.cfg.Faults > 0 || k.s.err != nil {
 		return
 	}
 	k.idleWaits()
+}
+
+// place is a member's entry in a read-write lock's queue.
+type place struct {
+	at int   // its index
+	dl int64 // its deadline, ms
+}
+
+// fifo checks that Redis grants each read-write lock in the order of its
+// queue, phase after phase: a member that became a holder in this step
+// left no entry that was ahead of its own in the queue (anywhere in it,
+// when it was not queued), and has not lapsed since, still waiting.
+func (k *checker) fifo() {
+	now := k.s.now.UnixMilli()
+	for _, n := range k.s.names {
+		if n.kind != kindRW {
+			continue
+		}
+		key := prefix + ":w:{" + n.name + "}"
+		before := k.queued[key]
+		queued := map[string]place{}
+		for i, e := range k.s.redis.srv.LRange(key + ":q") {
+			parts := strings.Split(e, "|")
+			if len(parts) != 3 {
+				continue
+			}
+			dl, _ := strconv.ParseInt(parts[1], 10, 64)
+			queued[parts[0]] = place{i, dl}
+		}
+		fences := map[string]string{}
+		for f, v := range k.s.redis.srv.HGetAll(key) {
+			if !strings.HasPrefix(f, "#") {
+				fences[f], _, _ = strings.Cut(v, ":")
+			}
+		}
+		for m, f := range fences {
+			if k.rwFences[key][m] == f {
+				continue // held before
+			}
+			mine, wasQueued := before[m]
+			for e, p := range before {
+				if _, still := queued[e]; still && e != m && p.dl >= now && (!wasQueued || p.at < mine.at) {
+					k.s.fail("%s: granted to %s under fence %s while %s, queued before it, still waits", nameKey(n), m[28:], f, e[28:])
+					return
+				}
+			}
+		}
+		k.queued[key], k.rwFences[key] = queued, fences
+	}
 }
 
 // waitersKnown checks that every caller waiting in Lock is one of its
@@ -301,7 +361,7 @@ func (k *checker) idleWaits() {
 		}
 		for _, ss := range p.sessions {
 			for _, c := range ss.callers {
-				if c.state != locking || c.gone || !k.idle(c.spec, c.write) {
+				if c.state != locking || c.gone || !k.idle(c) {
 					delete(k.waitOn, c)
 					continue
 				}
@@ -319,13 +379,16 @@ func (k *checker) idleWaits() {
 	}
 }
 
-// idle reports whether n is free in Redis for a waiter: a lock whose key
-// is free, or held by a session that keeps it cached (unused: a recall
-// frees it at once); a semaphore or election with fewer live holders
-// than its limit. A key kept by a release whose outcome its session does
-// not know (its caller gave up on it) is held until it expires: waiting
-// for it is no fault.
-func (k *checker) idle(n nameSpec, write bool) bool {
+// idle reports whether c's name is free in Redis for c, a waiter: a lock
+// whose key is free, or held by a session that keeps it cached (unused: a
+// recall frees it at once); a semaphore or election with fewer live
+// holders than its limit; a read-write lock that nobody holds for a
+// writer, that no writer holds or waits for ahead of it for a reader (FIFO
+// phases: a reader behind a waiting writer waits for it). A key kept by a
+// release whose outcome its session does not know (its caller gave up on
+// it) is held until it expires: waiting for it is no fault.
+func (k *checker) idle(c *caller) bool {
+	n, write := c.spec, c.write
 	r := k.s.redis
 	switch n.kind {
 	case kindLock:
@@ -352,7 +415,30 @@ func (k *checker) idle(n nameSpec, write bool) bool {
 			live++
 		}
 	}
+	if n.kind == kindRW && !write && c.w != nil && k.writerAhead(key+":q", c.w.Name().Member) {
+		return false
+	}
 	return live < limit
+}
+
+// writerAhead reports whether queue q holds a live writer's entry ahead
+// of member's (anywhere, when member has none).
+func (k *checker) writerAhead(q, member string) bool {
+	now := k.s.now.UnixMilli()
+	for _, e := range k.s.redis.srv.LRange(q) {
+		parts := strings.Split(e, "|")
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == member {
+			return false
+		}
+		dl, err := strconv.ParseInt(parts[1], 10, 64)
+		if err == nil && dl >= now && isWriter(parts[0]) {
+			return true
+		}
+	}
+	return false
 }
 
 // isWriter reports whether member m is a read-write lock's writer slot.

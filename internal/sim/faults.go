@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/heap"
 	"fmt"
 	"strconv"
 	"strings"
@@ -133,6 +134,16 @@ func (s *Sim) windDown() {
 	s.logf("winding down")
 	for _, p := range s.procs {
 		p.stalledTo = time.Time{}
+	}
+	// What a stall put off runs when it was due, or now, not at the
+	// stall's end, which may lie past the close budget.
+	for _, e := range s.q {
+		if !e.was.IsZero() {
+			e.at = maxTime(e.was, s.now)
+		}
+	}
+	heap.Init(&s.q)
+	for _, p := range s.procs {
 		if !p.dead {
 			p.closeProcess()
 		}

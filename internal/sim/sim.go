@@ -87,7 +87,7 @@ func New(cfg Config) *Sim {
 	cfg.Locks = pick(cfg.Locks, 1, 3)
 	cfg.Sems = pick(cfg.Sems, 0, 1)
 	cfg.Elects = pick(cfg.Elects, 0, 1)
-	cfg.RWs = pick(cfg.RWs, 0, 0) // TODO(rw): 0-1 once the model runs the read-write scripts
+	cfg.RWs = pick(cfg.RWs, 0, 1)
 	if cfg.Lease == 0 {
 		cfg.Lease = []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, time.Second, 2 * time.Second}[rng.IntN(4)]
 	}
@@ -167,6 +167,7 @@ type event struct {
 	what string
 	do   func()
 	off  bool // cancelled
+	was  time.Time // when it was due before a stall put it off (zero: none did)
 }
 
 type events []*event
@@ -217,6 +218,9 @@ func (s *Sim) step() {
 		}
 		if e.at.Before(p.stalledTo) {
 			// Stalled: nothing of it runs until it resumes.
+			if e.was.IsZero() {
+				e.was = e.at
+			}
 			e.at = p.stalledTo
 			heap.Push(&s.q, e)
 			return

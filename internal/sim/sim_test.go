@@ -85,6 +85,10 @@ func TestSimulationSeeds(t *testing.T) {
 		// not from the forgotten one, whose call could release a later
 		// hold.
 		{"DequeueAfterALossRunsOnTheLiveMachine", 27007},
+		// A read-write lock's writer does not linger in the queue after a
+		// contended release: readers queued behind its entry would wait
+		// for it, and when it lapsed nothing would wake them.
+		{"WriterDoesNotLingerAheadOfReaders", 1052},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := New(Config{Seed: c.seed, Steps: 5000})

@@ -27,7 +27,7 @@
 //
 // handoff.lua (handoff.go): entry, unentry, now (run.now, run.nowMs),
 // fence (run.fence), tell (run.tell), grant (run.grant; its accept is
-// acceptor, the closure semserve makes), requeue (run.requeue).
+// acceptor, the closure semserve or rwserve makes), requeue (run.requeue).
 //
 // common.lua (common.go): fmt (fmt0), find, unqueue, head, keep, alive,
 // enqueue, release (run.release), parse, cachedby (run.cachedby).
@@ -35,11 +35,14 @@
 // semcommon.lua (semcommon.go): semscan, announce, announceHolder,
 // semset, semput, semserve, semaccept, semidle, electvalue.
 //
+// rwcommon.lua (rwcommon.go): writer, rwscan, rwadmits, rwserve, rwidle.
+//
 // The scripts: acquire.lua (acquire), release.lua (releaseLock), dequeue.lua
 // (dequeue), renew.lua (renew; its kind "p" is run.renewPermit, its gone
 // run.gone), force.lua (force), semacquire.lua (semacquire),
 // semrelease.lua (semrelease), semdequeue.lua (semdequeue), electread.lua
-// (electread). A "--@handoff" or "--@common" comment marks where the
+// (electread), rwacquire.lua (rwacquire), rwrelease.lua (rwrelease),
+// rwdequeue.lua (rwdequeue). A "--@handoff" or "--@common" comment marks where the
 // script's helpers are made; the Go function goes on there, in one body.
 //
 // A redis.pcall that reads a key of another type (WRONGTYPE, a table in

@@ -17,6 +17,9 @@ var byName = map[string]*script.Script{
 	"SemRelease": script.SemRelease,
 	"SemDequeue": script.SemDequeue,
 	"ElectRead":  script.ElectRead,
+	"RWAcquire":  script.RWAcquire,
+	"RWRelease":  script.RWRelease,
+	"RWDequeue":  script.RWDequeue,
 }
 
 // Script returns the script of internal/script named name ("Acquire",
@@ -43,6 +46,12 @@ func twin(sc *script.Script) scriptFunc {
 		return semdequeue
 	case script.ElectRead:
 		return electread
+	case script.RWAcquire:
+		return rwacquire
+	case script.RWRelease:
+		return rwrelease
+	case script.RWDequeue:
+		return rwdequeue
 	}
 	return nil
 }

@@ -68,20 +68,51 @@ func (r *run) tell(via, h, f, name string) bool {
 }
 
 // acceptor is grant's accept: nil for Lua's nil (every entry accepted).
-// It is semserve's closure (semcommon.lua), the only one: self (hasSelf
-// false: nil) stops the grant, and an election (ann not "") accepts a
-// member with a value in k.
+// It is one of two closures. semserve's (semcommon.lua), also acquire's:
+// self (hasSelf false: nil) stops the grant, and an election (ann not "")
+// accepts a member with a value in k. rwserve's (rw true, rwcommon.lua):
+// a member the holders do not admit is held back ('hold'), else self
+// stops the grant (reached), else every member is accepted; its live and
+// writers are rwserve's locals, which the closure shares with it as Lua's
+// upvalues.
 type acceptor struct {
 	k, self, ann string
 	hasSelf      bool
+
+	rw            bool
+	live, writers float64
+	reached       bool
 }
 
-// accept is the closure's body: stop for 'stop', else whether it accepts h.
-func (a *acceptor) accept(r *run, h string) (ok, stop bool) {
-	if a.hasSelf && h == a.self {
-		return false, true
+// answer is what accept returns: false, true, 'stop' or 'hold'.
+type answer uint8
+
+const (
+	refused answer = iota
+	accepted
+	stopped
+	held
+)
+
+// accept is the closure's body.
+func (a *acceptor) accept(r *run, h string) answer {
+	if a.rw {
+		if !rwadmits(h, a.live, a.writers) {
+			return held
+		}
+		if a.hasSelf && h == a.self {
+			a.reached = true
+			return stopped
+		}
+		return accepted
 	}
-	return a.ann == "" || r.hexists(a.k, "#v:"+h) == 1, false
+	if a.hasSelf && h == a.self {
+		return stopped
+	}
+	if a.ann == "" || r.hexists(a.k, "#v:"+h) == 1 {
+		return accepted
+	}
+	return refused
 }
 
 // granted is what grant returns: the grantee (ok false: nil), its fence
@@ -108,14 +139,25 @@ func (r *run) grant(q, skip string, hasSkip bool, last float64, known bool, k st
 		}
 		h, dl, lease, ok := unentry(e)
 		if ok && (!hasSkip || h != skip) {
-			acc := true
+			acc := accepted
 			if accept != nil {
-				var stop bool
-				if acc, stop = accept.accept(r, h); stop {
-					return granted{last: last, known: known, stop: true}
-				}
+				acc = accept.accept(r, h)
 			}
-			if acc && dl >= r.nowMs() {
+			switch acc {
+			case stopped:
+				return granted{last: last, known: known, stop: true}
+			case held:
+				if dl >= r.nowMs() {
+					// Its turn has not come: back at the head, the queue
+					// kept as requeue does when it came back.
+					if r.lpush(q, e) == 1 {
+						r.pexpire(q, pxArg(2*mustNumber(lease)))
+					}
+					return granted{last: last, known: known}
+				}
+				// a dead entry is dropped, held or not
+			}
+			if acc == accepted && dl >= r.nowMs() {
 				f := r.fence(last, known)
 				var fs string
 				if sem {

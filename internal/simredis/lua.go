@@ -25,8 +25,10 @@ type raised struct{ err Error }
 func raise(e Error) { panic(raised{e}) }
 
 // errNil is a script's error on arithmetic or concatenation with nil, which
-// the scripts meet only on values written from outside.
-const errNil Error = "ERR user_script: attempt to use a nil value"
+// the scripts meet only on values written from outside. Redis 7.0 replies
+// to a Lua runtime error with the error's text, "user_script:<line>: ...",
+// without a code of its own: the model leaves out the line.
+const errNil Error = "user_script: attempt to use a nil value"
 
 // fmt0 is string.format('%.0f', n): C rounds half to even, as strconv does.
 func fmt0(n float64) string {

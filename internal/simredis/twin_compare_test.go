@@ -222,5 +222,9 @@ func sameError(r, m error) bool {
 	}
 	rc, _, _ := strings.Cut(rs, " ")
 	mc, _, _ := strings.Cut(ms, " ")
+	if strings.HasPrefix(mc, "user_script:") {
+		// A Lua runtime error: its "code" is the script's line.
+		return strings.HasPrefix(rc, "user_script:")
+	}
 	return rc == mc
 }

@@ -17,9 +17,14 @@ const prefix0 = "tw"
 
 var (
 	lockNames = []string{"a", "b"}
-	leases    = []string{"200", "300", "500", "1000", "3000"}
-	lingers   = []string{"100", "250"}
-	foreign   = []string{"junk", "~-5", "~0x10", "~ 7", "~9000000000000000", "x-1:2", "~12abc"}
+	// No lease is twice another: a script that keeps a key for lease l
+	// (PEXPIRE 2l) and then compares its PTTL with 2l (another keep of the
+	// same key: two grants, a renewal of the same queue twice) decides by
+	// whether the real clock passed a ms between the two commands, which
+	// the model's one instant cannot say.
+	leases  = []string{"200", "300", "500", "1200", "3000"}
+	lingers = []string{"100", "250"}
+	foreign = []string{"junk", "~-5", "~0x10", "~ 7", "~9000000000000000", "x-1:2", "~12abc"}
 )
 
 const (
@@ -43,12 +48,26 @@ type op struct {
 	relIf      int64         // rel applies when the reply's first element is this
 	sleep      time.Duration // time passes
 	reset      ClientID      // a connection closed and opened again
+	batch      []call        // script calls in one pipeline (conn's), replied to as a list
+}
+
+// call is one script call of a batch.
+type call struct {
+	sc         *script.Script
+	keys, args []string
 }
 
 func (o op) String() string {
 	switch {
 	case o.sc != nil:
 		return fmt.Sprintf("conn %d %s keys=%q args=%q track=%v", o.conn, o.desc, o.keys, o.args, o.track)
+	case o.batch != nil:
+		var b strings.Builder
+		fmt.Fprintf(&b, "conn %d %s:", o.conn, o.desc)
+		for _, c := range o.batch {
+			fmt.Fprintf(&b, " [%s keys=%q args=%q]", scriptName(c.sc), c.keys, c.args)
+		}
+		return b.String()
 	case o.cmd != nil:
 		return fmt.Sprintf("conn %d %q", o.conn, o.cmd)
 	case o.sleep > 0:
@@ -90,8 +109,31 @@ func (w *world) scriptConn(c tclient) (ClientID, bool) {
 	return c.t, w.pick(2) == 0
 }
 
-// next chooses the next operation.
+// sleepFor is how long time passes: mostly a few ms, sometimes past a
+// short lease.
+func (w *world) sleepFor() time.Duration {
+	if w.pick(5) == 0 {
+		return time.Duration(50+w.pick(400)) * time.Millisecond
+	}
+	return time.Duration(1+w.pick(30)) * time.Millisecond
+}
+
+// scriptName is the name of sc among internal/script's variables.
+func scriptName(sc *script.Script) string {
+	for n, s := range byName {
+		if s == sc {
+			return n
+		}
+	}
+	return "?"
+}
+
+// next chooses the next operation: a read-write lock's one time in four
+// (see twin_rw_test.go; rwShare), else one of the others.
 func (w *world) next() op {
+	if w.pick(100) < w.rwShare {
+		return w.rwOp()
+	}
 	switch n := w.pick(100); {
 	case n < 17:
 		return w.acquireOp()
@@ -123,10 +165,7 @@ func (w *world) next() op {
 		}
 		return op{conn: c.p, cmd: []string{"DEL", prefix0 + ":i:" + c.hex}}
 	case n < 97:
-		if w.pick(5) == 0 {
-			return op{sleep: time.Duration(50+w.pick(400)) * time.Millisecond}
-		}
-		return op{sleep: time.Duration(1+w.pick(30)) * time.Millisecond}
+		return op{sleep: w.sleepFor()}
 	default:
 		c := w.client()
 		return op{reset: []ClientID{c.t, c.p, c.s}[w.pick(3)]}
@@ -373,7 +412,7 @@ func (w *world) outsideOp() op {
 		switch {
 		case strings.HasSuffix(k.Key, ":q"):
 			want = "list"
-		case k.Key == semKey || k.Key == electKey:
+		case k.Key == semKey || k.Key == electKey || k.Key == rwKey:
 			want = "hash"
 		}
 		if k.Type != want && w.pick(3) == 0 {
@@ -386,7 +425,7 @@ func (w *world) outsideOp() op {
 			return op{cmd: []string{"DEL", k}} // a cached lock's key deleted: its mark guards the name
 		}
 	}
-	for _, k := range []string{lockKey("a"), lockKey("b"), semKey, electKey} {
+	for _, k := range []string{lockKey("a"), lockKey("b"), semKey, electKey, rwKey} {
 		if w.model.Type(k+":q") == "list" && w.model.Type(k) != "none" && w.pick(2) == 0 {
 			return op{cmd: []string{"DEL", k}}
 		}

@@ -43,7 +43,8 @@ package simredis
 //
 // Run longer with SIMREDIS_TWIN_OPS=20000 and a seed with
 // SIMREDIS_TWIN_SEED=n (or -twin.ops, -twin.seed); a failure prints its
-// seed and the operations before it.
+// seed and the operations before it. SIMREDIS_TWIN_RW=p makes p% of the
+// operations the read-write lock's (default 25).
 
 import (
 	"context"
@@ -119,6 +120,7 @@ type world struct {
 	waited  time.Duration
 
 	universe []string // every key the operations may write
+	rwShare  int      // percent of operations on the read-write lock
 }
 
 func newWorld(t *testing.T, seed int64) *world {
@@ -128,7 +130,8 @@ func newWorld(t *testing.T, seed int64) *world {
 		t.Fatalf("connect: %v", err)
 	}
 	w := &world{t: t, seed: seed, rng: rand.New(rand.NewSource(seed)), srv: srv, h: h,
-		model: New(Options{}), conns: map[ClientID]*realConn{}, clk: newClocks()}
+		model: New(Options{}), conns: map[ClientID]*realConn{}, clk: newClocks(),
+		rwShare: int(envInt("SIMREDIS_TWIN_RW", 25))}
 	t.Cleanup(func() {
 		for _, c := range w.conns {
 			if c.rc != nil {
@@ -153,7 +156,7 @@ func newWorld(t *testing.T, seed int64) *world {
 	for _, n := range lockNames {
 		w.universe = append(w.universe, lockKey(n), lockKey(n)+":q", lockKey(n)+":c")
 	}
-	w.universe = append(w.universe, semKey, semKey+":q", electKey, electKey+":q")
+	w.universe = append(w.universe, semKey, semKey+":q", electKey, electKey+":q", rwKey, rwQueue)
 	for _, c := range w.clients {
 		w.universe = append(w.universe, prefix0+":i:"+c.hex)
 	}
@@ -174,7 +177,7 @@ func (w *world) open(id ClientID) {
 		switch id {
 		case w.clients[0].s:
 			chans = append(chans, electKey+":ev")
-			shard = []string{prefix0 + ":g:{a}", prefix0 + ":g:{b}", prefix0 + ":g:s:{s}"}
+			shard = []string{prefix0 + ":g:{a}", prefix0 + ":g:{b}", prefix0 + ":g:s:{s}", rwShard}
 		case w.clients[1].s:
 			shard = []string{electKey + ":ev"} // a shard channel of the same name: its own
 		}
@@ -308,6 +311,19 @@ func (w *world) runReal(o op) (any, error) {
 		rc = w.conns[o.conn].rc
 	}
 	var res rueidis.RedisResult
+	if o.batch != nil {
+		calls := make([]script.Call, len(o.batch))
+		for i, c := range o.batch {
+			calls[i] = script.Call{Script: c.sc, Keys: c.keys, Args: w.translateAll(c.args)}
+		}
+		rs, _ := script.RunMulti(ctx, rc, script.Pipe{}, calls...)
+		out := make([]any, len(rs))
+		for i, r := range rs {
+			v, err := fromReal(r)
+			out[i] = batchReply(v, err)
+		}
+		return out, nil
+	}
 	if o.sc != nil {
 		res, _ = script.Run(ctx, rc, script.Pipe{OptIn: o.track}, o.sc, o.keys, w.translateAll(o.args))
 	} else {
@@ -317,10 +333,30 @@ func (w *world) runReal(o op) (any, error) {
 }
 
 func (w *world) runModel(o op) (any, error) {
+	if o.batch != nil {
+		out := make([]any, len(o.batch))
+		for i, c := range o.batch {
+			out[i] = batchReply(w.model.Eval(o.conn, c.sc, c.keys, c.args, false))
+		}
+		return out, nil
+	}
 	if o.sc != nil {
 		return w.model.Eval(o.conn, o.sc, o.keys, o.args, o.track)
 	}
 	return w.model.Do(o.conn, o.cmd...)
+}
+
+// batchReply is one reply of a batch: an error as its code (Redis adds
+// the script's line to a failed command's error, the model does not).
+func batchReply(v any, err error) any {
+	if err != nil {
+		code, _, _ := strings.Cut(err.Error(), " ")
+		if strings.HasPrefix(code, "user_script:") {
+			code = "user_script:" // a Lua runtime error: the model leaves out the line
+		}
+		return "error " + code
+	}
+	return v
 }
 
 // fromReal is a rueidis result as the model replies.
