@@ -3,11 +3,12 @@
 #             front, and baton's cost curves (bench/ module; about 7 minutes)
 # make chaos  the fault-injection suite at length (minutes); make test runs it briefly
 # make soak   the randomized workload (TestWorkload) for SOAK_DURATION; make test runs it briefly
+# make sim    the deterministic simulation for SIM_BUDGET (SEED=N STEPS=M replays one run)
 GO    ?= go
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BENCH_OUT ?= bench/results
 
-.PHONY: test bench bench-failover bench-smoke bench-compare chaos soak fuzz deps vet
+.PHONY: test bench bench-failover bench-smoke bench-compare chaos soak sim fuzz deps vet
 
 # Tests start their own redis-server, replicas and sentinels, and run
 # chromium headless once; install them when missing (Debian/Ubuntu).
@@ -48,6 +49,19 @@ SOAK_DURATION ?= 10m
 SOAK_TIMEOUT  ?= 3h
 soak: deps
 	BATON_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -race -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestWorkload$$' -v .
+
+# The session machine under simulated Redis, network, clocks and faults,
+# seed after seed from the clock (make test runs it for 20 s). A failure
+# prints its seed: SEED=<seed> replays it with its whole trace.
+SIM_BUDGET ?= 10m
+SEED       ?=
+STEPS      ?= 5000
+sim:
+ifeq ($(SEED),)
+	$(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' -v ./internal/sim -args -budget $(SIM_BUDGET) -steps $(STEPS)
+else
+	$(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' -v ./internal/sim -args -seed $(SEED) -seeds 1 -steps $(STEPS) -trace
+endif
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzName -fuzztime 60s .

@@ -48,10 +48,16 @@
 // renewed and lost as locks are, kept in one hash per name
 // ("<prefix>:s:{<name>}") whose fence tokens rise across all permits.
 //
-// Each name a session uses is one state machine (name.go), which decides
-// every step from events (replies, grant messages, invalidations, timers,
-// cancels, Close) with one script call in flight at a time; the rest of
-// the package carries out its decisions.
+// An RWMutex (Client.RWMutex) lets readers share a name and a writer hold
+// it alone, in FIFO phases, on the same machinery. LockAll takes several
+// locks, all or none, in one global order, so that LockAll calls never
+// deadlock one another.
+//
+// Each name a session uses is one state machine (internal/machine, a pure
+// package checked by a deterministic simulation), which decides every step
+// from events (replies, grant messages, invalidations, timers, cancels,
+// Close) with one script call in flight at a time; the rest of the package
+// carries out its decisions.
 //
 // # Guarantees and their limits
 //

@@ -19,9 +19,9 @@ func (c *Client) LockAll(ctx context.Context, names ...string) ([]*Lock, error) 
 // global order, the names sorted bytewise, whatever order the caller gives
 // them in, so that LockAll calls never deadlock one another: every caller
 // waits only for names above all it holds. If ctx ends or an acquisition
-// fails, it releases what it took (in the background, bounded by the
-// lease) and leaves no Redis queue, and returns the error (matching
-// ctx.Err() when ctx ended).
+// fails, it releases what it took before it returns (each release bounded
+// by the lease, as Unlock's is, whatever ctx) and leaves no Redis queue,
+// and returns the error (matching ctx.Err() when ctx ended).
 //
 // Names are independent locks: on Redis Cluster they may live in
 // different slots (a hash tag, "{order-42}:debit" and "{order-42}:credit",

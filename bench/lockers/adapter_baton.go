@@ -36,7 +36,7 @@ const nestedBackoff = 5 * time.Millisecond
 // On a cluster rueidis discovers the topology from the addresses.
 func init() {
 	register("baton", newBaton)
-	registerFeatures("baton", batonFeatures)
+	registerFeatures("baton", func(Feature) error { return nil })
 	registerExtra(BatonNoCache, func(cfg Config, t Target) (Locker, error) {
 		cfg.CacheIdle = -1
 		return newBaton(cfg, t)
@@ -66,16 +66,9 @@ func init() {
 	registerFeatures(BatonNested, multiOnly)
 }
 
-// batonLocker holds method values rather than the client type so that it
-// does not depend on the name of baton's client type or whether its Close
-// returns an error. rw and all are the read-write lock and LockAll when
-// this build of baton has them (baton_api.go), else nil.
+// batonLocker is a baton Client: its locks, read-write locks and LockAll.
 type batonLocker struct {
-	lock  func(ctx context.Context, name string) (*baton.Lock, error)
-	try   func(ctx context.Context, name string) (*baton.Lock, error)
-	rw    func(name string) (rwMutex, error)
-	all   lockAller
-	close func()
+	c *baton.Client
 }
 
 func newBaton(cfg Config, t Target) (Locker, error) {
@@ -89,10 +82,7 @@ func newBaton(cfg Config, t Target) (Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &batonLocker{lock: c.Lock, try: c.TryLock, close: func() { c.Close() }}
-	b.rw, _ = rwMutexOf(c)
-	b.all, _ = lockAllOf(c)
-	return b, nil
+	return &batonLocker{c: c}, nil
 }
 
 func (b *batonLocker) Lock(ctx context.Context, name string) (func(context.Context) error, error) {
@@ -101,13 +91,13 @@ func (b *batonLocker) Lock(ctx context.Context, name string) (func(context.Conte
 }
 
 func (b *batonLocker) LockToken(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
-	return unlockOf(b.lock(ctx, name))
+	return unlockOf(b.c.Lock(ctx, name))
 }
 
 // tryToken is one TryLock: a nil unlock and nil error when the name is
 // held elsewhere.
 func (b *batonLocker) tryToken(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
-	l, err := b.try(ctx, name)
+	l, err := b.c.TryLock(ctx, name)
 	if err != nil {
 		if isNotAcquired(err) {
 			return nil, 0, nil
@@ -119,10 +109,7 @@ func (b *batonLocker) tryToken(ctx context.Context, name string) (func(context.C
 
 // RLock takes a reader's share of name's read-write lock (Client.RWMutex).
 func (b *batonLocker) RLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
-	if b.rw == nil {
-		return nil, 0, errNoRWMutex
-	}
-	m, err := b.rw(name)
+	m, err := b.c.RWMutex(name)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -131,10 +118,7 @@ func (b *batonLocker) RLock(ctx context.Context, name string) (func(context.Cont
 
 // WLock takes the writer's side of name's read-write lock.
 func (b *batonLocker) WLock(ctx context.Context, name string) (func(context.Context) error, uint64, error) {
-	if b.rw == nil {
-		return nil, 0, errNoRWMutex
-	}
-	m, err := b.rw(name)
+	m, err := b.c.RWMutex(name)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -143,10 +127,7 @@ func (b *batonLocker) WLock(ctx context.Context, name string) (func(context.Cont
 
 // LockAll takes every name at once with Client.LockAll.
 func (b *batonLocker) LockAll(ctx context.Context, names []string) (func(context.Context) error, []uint64, error) {
-	if b.all == nil {
-		return nil, nil, errNoLockAll
-	}
-	ls, err := b.all.LockAll(ctx, names...)
+	ls, err := b.c.LockAll(ctx, names...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,7 +139,7 @@ func (b *batonLocker) LockAll(ctx context.Context, names []string) (func(context
 	return func(ctx context.Context) error { return releaseAll(ctx, unlocks) }, tokens, nil
 }
 
-func (b *batonLocker) Close() { b.close() }
+func (b *batonLocker) Close() { b.c.Close() }
 
 func unlockOf(l *baton.Lock, err error) (func(context.Context) error, uint64, error) {
 	if err != nil {

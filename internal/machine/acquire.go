@@ -78,6 +78,15 @@ func (n *Name) acquireReply(r Reply, now time.Time) (next *Call, l *Lock, err er
 		n.w.recheck = time.Time{}
 		n.launch(n.releaseStray(r.Fence, false, now))
 		return nil, nil, nil
+	case r.Acquired && fl.reset:
+		// Taken, but a connection dropped or Redis flushed while we asked:
+		// what it granted may be lost already, and the lock must not reach
+		// a caller on that word. Pass it on (if it is still ours); the head
+		// asks again.
+		n.seen = max(n.seen, r.Fence)
+		n.w.recheck = time.Time{}
+		n.launch(n.releaseStray(r.Fence, false, now))
+		return nil, nil, nil
 	case r.Acquired:
 		if fl.w != nil {
 			fl.w.fails = 0
@@ -167,7 +176,7 @@ func (n *Name) acquired(fl *flight, r Reply, now time.Time) (l *Lock) {
 	}
 	n.seen, n.w.expect = max(n.seen, r.Fence), 0
 	stale := fl.stale
-	h := &hold{owner: n.owner(r.Fence), fence: r.Fence, deadline: r.Sent.Add(n.s.rules.Lease - n.s.margin), redisBy: n.expiresBy(now), since: now}
+	h := &hold{owner: n.owner(r.Fence), fence: r.Fence, deadline: r.Sent.Add(n.s.rules.Lease - n.s.margin), redisBy: n.expiresBy(now), since: now, basis: r.Sent}
 	n.st, n.hold, n.w, n.unk = Held, h, wait{}, nil
 	if n.s.closed || fl.left || !fl.try && len(n.waiters) == 0 {
 		n.settle(now) // nobody to take it: released
@@ -286,8 +295,7 @@ func (s *Session) Poll(w *Waiter, now time.Time) (Turn, error) {
 		// waiter left).
 		w.lock = nil
 		if n.gone {
-			n = s.name(n.ID)
-			n.Value, n.Limit = w.name.Value, w.name.Limit
+			n = s.renamed(n)
 			w.name = n
 		}
 		if len(n.waiters) == 0 {

@@ -21,6 +21,7 @@ type hold struct {
 	fence    uint64    // token issued by Redis; local hand-offs use the next ones
 	passes   int       // local hand-offs since fence was issued
 	since    time.Time // when Redis issued fence
+	basis    time.Time // a change of the key heard after it may be fence's own: the send of the call that took it; for a grant, of the last call that found our queue entry
 	deadline time.Time // local lease deadline: lost at this time unless renewed
 	checkAt  time.Time // renew it then (a new hold, a notice), besides the session's ticks; zero: not needed
 	redisBy  time.Time // the latest Redis may keep the key ours by what we read: each extension ran before we read its reply
@@ -202,7 +203,9 @@ func (n *Name) releaseReply(r Reply, now time.Time) (*Call, error) {
 	n.fl, n.hold = nil, nil
 	n.st, n.w.recheck = Idle, time.Time{} // idle: nothing will wake the head, so it asks at once
 	if fl.from != Queued {
-		n.w = wait{} // a hold's release: it had no wait data
+		// A hold's release: it had no wait data, but for a flush heard
+		// while it flew.
+		n.w = wait{flushed: n.w.flushed}
 	}
 	n.w.unsure = callErr != nil
 	if h == nil {
@@ -275,10 +278,11 @@ func (n *Name) released(fl *flight, h *hold, r Reply, callErr error, now time.Ti
 	code, lostReply := n.releaseCode(fl, r)
 	lease := n.s.rules.Lease
 	switch {
-	case errors.Is(callErr, ErrUnconfirmed) && c.Mode == Release && !now.Before(h.redisBy) && h.unsure.IsZero():
+	case errors.Is(callErr, ErrUnconfirmed) && c.Mode == Release && !now.Before(h.redisBy) && h.unsure.IsZero() && h.renewing == 0:
 		// Not confirmed in time, but the key has surely expired since
-		// (nothing of ours can have extended it): as good as released for
-		// the caller, as a release answered after the lease is.
+		// (nothing of ours can have extended it, nor can a renewal in
+		// flight): as good as released for the caller, as a release
+		// answered after the lease is.
 	case callErr != nil:
 		err = &OpError{UnlockOp(n.ID), callErr}
 		if n.releaseFailed(fl, h, now) {
@@ -331,6 +335,12 @@ func (n *Name) released(fl *flight, h *hold, r Reply, callErr error, now time.Ti
 		n.seen = max(n.seen, r.Fence)
 		n.launch(n.releaseStray(r.Fence, h.wasCache, now))
 		return nil, true
+	case code == 2 && fl.reset:
+		// Kept for our waiter, but a connection dropped or Redis flushed
+		// meanwhile: pass it on (if it is still ours); the head asks again.
+		n.seen = max(n.seen, r.Fence)
+		n.launch(n.releaseStray(r.Fence, h.wasCache, now))
+		return nil, true
 	case code == 2:
 		n.keptForWaiter(h, r, fl.stale, now)
 	}
@@ -341,7 +351,7 @@ func (n *Name) released(fl *flight, h *hold, r Reply, callErr error, now time.Ti
 // our waiter under a new fence (nobody else was queued).
 func (n *Name) keptForWaiter(h *hold, r Reply, stale bool, now time.Time) {
 	n.seen = max(n.seen, r.Fence)
-	h.owner, h.fence, h.passes, h.since, h.waited = n.owner(r.Fence), r.Fence, 0, now, true
+	h.owner, h.fence, h.passes, h.since, h.basis, h.waited = n.owner(r.Fence), r.Fence, 0, now, r.Sent, true
 	h.deadline, h.redisBy = r.Sent.Add(n.s.rules.Lease-n.s.margin), n.expiresBy(now)
 	n.st, n.hold = Held, h
 	if len(n.waiters) > 0 && !n.s.closed {
@@ -405,7 +415,13 @@ func (n *Name) lose(now time.Time, cause Cause, proof bool) {
 	}
 	n.hold = nil
 	n.st, n.w = Idle, wait{}
-	if !proof {
+	switch {
+	case n.ID.Kind == ElectKind:
+		// A campaign's value stays in the election's hash until its slot
+		// leaves (a dequeue, which also releases the leadership if Redis
+		// still has it ours): queued as far as the machine knows.
+		n.st = Queued
+	case !proof:
 		n.markUnknown(now, h, time.Time{})
 	}
 	n.settle(now)
@@ -427,7 +443,14 @@ func (n *Name) handHead(h *hold, pass int, now time.Time, how How) {
 // Redis fence times 1024 plus pass, so tokens rise across local hand-offs
 // and every later Redis fence is above them all.
 func (n *Name) newLock(h *hold, pass int, now time.Time, how How) *Lock {
-	l := &Lock{Name: n, h: h, Token: h.fence<<tokenShift | uint64(pass), Acquired: now, How: how}
+	l := &Lock{Name: n, h: h, Token: h.fence<<tokenShift | uint64(pass), Acquired: now, Basis: now, How: how}
+	switch {
+	case how == HowCached:
+	case pass == 0:
+		l.Basis = h.basis
+	default:
+		l.Basis = h.since // a change heard since makes the hold suspect: no passes
+	}
 	h.lock = l
 	return l
 }

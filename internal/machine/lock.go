@@ -14,8 +14,18 @@ type Lock struct {
 	Name     *Name
 	Token    uint64
 	Acquired time.Time
-	How      How
-	Tag      any // the shell's: its *baton.Lock
+	// Basis is when the session last knew the key as it was before the
+	// hold began: the send of the acquire that took it; for a grant, the
+	// send of the last call that found the queue entry it consumed; for a
+	// hold passed on within the session, when the hold began (a change
+	// heard since stops the passes); for a cached one, its serving. A
+	// change of the key heard after Basis may be the hold's own doing (a
+	// grant changes the key too), or come before the hold began or after:
+	// the hold is checked at once. A flush is never a hold's own doing: a
+	// grant read after one is confirmed before a lock is made of it.
+	Basis time.Time
+	How   How
+	Tag   any // the shell's: its *baton.Lock
 
 	// Given: returned to a caller, so the Observer hears of its end, and it
 	// counts in the Stats. A lock handed to a waiter that left first was

@@ -95,6 +95,7 @@ type wait struct {
 	pos     int64     // Queued: our place in the Redis queue at the last attempt (0: next)
 	entry   int64     // Queued, Lingering: our entry's deadline as Redis last wrote it (ms; 0: not known), which calls pass back to find it (Call.Entry)
 	expect  uint64    // Queued, with Confirm: the grant the head's next acquire confirms
+	flushed time.Time // when we last heard of a flush or a dropped connection
 	stale   bool      // the key changed, or a connection dropped, since the head last asked
 	unsure  bool      // the last call's reply was lost: a grant may be one we passed on unknowingly, so it is confirmed first
 }
@@ -114,6 +115,7 @@ type flight struct {
 	try    bool // Acquiring: TryLock's attempt, whose lock goes to its caller
 	left   bool // Acquiring: TryLock's caller has gone: release what the call takes
 	stale  bool // a notice came while it flew (the key changed, a connection dropped): its answer may be old already
+	reset  bool // a connection dropped, or Redis flushed, while it flew: what it says Redis granted may be lost already
 	ran    bool // a try may have run, though its reply was not read
 }
 
@@ -142,6 +144,11 @@ type span struct{ from, to time.Time }
 // start makes c the call in flight, sent from the current state, and
 // returns it numbered.
 func (n *Name) start(st State, c *Call) *Call {
+	if n.gone {
+		// Its session has a live machine of the name, or will make one:
+		// two machines' calls on one key could undo each other's.
+		panic("baton: a call on a forgotten name")
+	}
 	n.seq++
 	c.Name, c.ID, c.Seq, c.Member, c.Limit, c.Value, c.Entry = n, n.ID, n.seq, n.Member, n.Limit, n.Value, n.w.entry
 	n.fl = &flight{call: c, from: n.st}

@@ -59,6 +59,9 @@ func (n *Name) applyGrant(g grant, now time.Time) {
 	if n.owns() {
 		// The key named us under a newer fence: the hold's token is gone.
 		n.lose(now, Superseded, true)
+		if n.gone {
+			n = n.s.renamed(n) // the loss forgot it
+		}
 		if n.st.inCall() {
 			// Its loss released something (a hold a closed session no
 			// longer wants): this grant follows when that call ends.
@@ -72,11 +75,12 @@ func (n *Name) applyGrant(g grant, now time.Time) {
 		n.launch(n.releaseStray(g.fence, false, now))
 		return
 	}
-	if n.s.rules.Replicas > 0 || n.w.unsure || n.ID.Kind == ElectKind {
+	if n.s.rules.Replicas > 0 || n.w.unsure || n.flushedSinceEntry() || n.ID.Kind == ElectKind {
 		// Replicas may not have the grant yet, or it may be one that a
-		// call whose reply was lost passed on, or it is a leadership,
-		// which is announced only once its Campaign takes it: the head
-		// acquires it again, which confirms it.
+		// call whose reply was lost passed on, or one a flush may have
+		// deleted since, or it is a leadership, which is announced only
+		// once its Campaign takes it: the head acquires it again, which
+		// confirms it.
 		n.st, n.w.recheck, n.w.expect = Queued, time.Time{}, g.fence
 		n.wakeHead()
 		return
@@ -94,7 +98,7 @@ func (n *Name) applyGrant(g grant, now time.Time) {
 		return
 	}
 	stale := n.w.stale
-	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: deadline, redisBy: n.expiresBy(now), since: now, waited: true}
+	h := &hold{owner: n.owner(g.fence), fence: g.fence, deadline: deadline, redisBy: n.expiresBy(now), since: now, basis: n.w.entryAt, waited: true}
 	n.st, n.hold, n.w = Held, h, wait{}
 	n.handHead(h, 0, now, HowGranted)
 	n.trackHold(now)
@@ -103,6 +107,15 @@ func (n *Name) applyGrant(g grant, now time.Time) {
 		// so does a DEL): make sure it is ours.
 		n.checkHold(now)
 	}
+}
+
+// flushedSinceEntry reports whether Redis may have flushed (or a
+// connection dropped) since the last call that found our queue entry: a
+// grant read since may be one that ran before the flush, whose key is
+// gone (a grant message and the flush's notice come on different
+// connections, in either order).
+func (n *Name) flushedSinceEntry() bool {
+	return !n.w.flushed.IsZero() && !n.w.entryAt.After(n.w.flushed)
 }
 
 // announced applies an announcement of the election's new state: fence is
@@ -185,6 +198,8 @@ func (n *Name) invalidated(now time.Time) {
 	case n.st == Cached:
 		n.dropCache(now)
 	case n.st == Held:
+		// Not passed on within the session until Redis says it is ours.
+		n.hold.suspect = true
 		n.checkHold(now)
 	case n.st == Acquiring || n.st == Releasing:
 		n.fl.stale = true
@@ -210,9 +225,9 @@ func (n *Name) reconnected(now time.Time) {
 		n.hold.suspect = true
 		n.checkHold(now)
 	case Acquiring, Releasing, Leaving:
-		n.fl.stale = true
+		n.fl.stale, n.fl.reset, n.w.flushed = true, true, now
 	case Idle, Unknown, Queued:
-		n.w.stale, n.w.recheck = true, time.Time{}
+		n.w.stale, n.w.recheck, n.w.flushed = true, time.Time{}, now
 		n.wakeHead()
 	case Lingering:
 		n.st, n.w.linger = Queued, span{}

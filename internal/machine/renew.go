@@ -178,9 +178,17 @@ func (n *Name) renewed(owner string, r int64, sent, now time.Time, o Outcome) {
 		cause = Deleted
 	}
 	n.lose(now, cause, true)
-	if r == -1 && n.st == Idle && len(n.waiters) == 0 && !n.s.closed {
-		// The key vanished under queued sessions: serve them.
-		n.launch(n.start(Leaving, &Call{Kind: DequeueCall, Until: now.Add(n.s.rules.Lease)}))
+	if r == -1 && len(n.waiters) == 0 && !n.s.closed {
+		// The key vanished under queued sessions: serve them, from the
+		// name's live machine (the loss may have forgotten this one: a
+		// call of a forgotten machine could outlive a later hold of the
+		// name, and its dequeue release that hold).
+		if n.gone {
+			n = n.s.renamed(n)
+		}
+		if n.st == Idle {
+			n.launch(n.start(Leaving, &Call{Kind: DequeueCall, Until: now.Add(n.s.rules.Lease)}))
+		}
 	}
 }
 

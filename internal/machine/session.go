@@ -166,6 +166,14 @@ func (s *Session) forget(n *Name) {
 	}
 }
 
+// renamed returns the live machine of forgotten machine n's name, made if
+// need be, with n's election value, permit count and highest fence seen.
+func (s *Session) renamed(n *Name) *Name {
+	m := s.name(n.ID)
+	m.Value, m.Limit, m.seen = n.Value, n.Limit, max(m.seen, n.seen)
+	return m
+}
+
 // Reconnected applies a dropped connection or subscription, or a flush:
 // notices and grants may have been lost, and Redis may have lost what we
 // hold. It returns how many names look again.

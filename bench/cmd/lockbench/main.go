@@ -146,7 +146,7 @@ func withoutBaton(o *options, sc workload.Scenario, slibs []string) (libs []stri
 			libs = append(libs, l)
 		}
 	}
-	note = fmt.Sprintf("**baton: not run**: %v. The scenario runs in full once baton has it (lockers/baton_api.go finds it at run time, no change needed)", err)
+	note = fmt.Sprintf("**baton: not run**: %v", err)
 	if !o.short {
 		return nil, note + "; skipped until then.", true
 	}
