@@ -312,3 +312,78 @@ func lockerOf(m *RWMutex) lockCaller { return rwWriter{m} }
 type rwWriter struct{ m *RWMutex }
 
 func (w rwWriter) Lock(ctx context.Context, _ string) (*Lock, error) { return w.m.Lock(ctx) }
+
+// TestRWMutexBadInputAndMisuse: bad names, a closed client, a second
+// Unlock and a cancelled ctx get their errors at once, and leave nothing
+// queued; TryLock and TryRLock refuse what they cannot take now.
+func TestRWMutexBadInputAndMisuse(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, name := range []string{"", "}x"} {
+		if _, err := c.RWMutex(name); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("RWMutex(%q): %v, want ErrInvalidName", name, err)
+		}
+	}
+	name := uniqueName(t)
+	m, err := c.RWMutex(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := m.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := m.TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock beside a reader: %v", err)
+	}
+	if _, err := m.TryLock(ctx); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryLock while readers hold: %v, want ErrNotAcquired", err)
+	}
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.Lock(dead); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock with a cancelled ctx: %v", err)
+	}
+	if n, _ := srv.Do(t, "LLEN", keyspace.RWKey("baton", name)+":q").AsInt64(); n != 0 {
+		t.Fatalf("a cancelled Lock left %v queue entries", n)
+	}
+	for _, r := range []*Lock{r1, r2} {
+		if err := r.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r1.Unlock(ctx); !errors.Is(err, ErrUnlocked) {
+		t.Fatalf("second Unlock: %v, want ErrUnlocked", err)
+	}
+	// Tokens rise across writers and readers.
+	w, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Token() <= r2.Token() || w.Token() <= r1.Token() {
+		t.Fatalf("writer's token %d not above the readers' %d, %d", w.Token(), r1.Token(), r2.Token())
+	}
+	w.Unlock(ctx)
+	r3, err := m.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.Token() <= w.Token() {
+		t.Fatalf("reader's token %d not above the writer's %d", r3.Token(), w.Token())
+	}
+	r3.Unlock(ctx)
+
+	closed := newClient(t, srv, Options{})
+	cm, err := closed.RWMutex(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	for what, f := range map[string]func(context.Context) (*Lock, error){"RLock": cm.RLock, "Lock": cm.Lock, "TryRLock": cm.TryRLock, "TryLock": cm.TryLock} {
+		if _, err := f(ctx); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s on a closed client: %v, want ErrClosed", what, err)
+		}
+	}
+}
