@@ -131,3 +131,89 @@ func nextEntry(t *testing.T, srv *redistest.Server, q, sid string, at int, was s
 	})
 	return e
 }
+
+// TestWaiterRefreshFindsAMovedOrRewrittenEntry: a waiter's refresh finds
+// its entry when the queue changed under it. An entry moved up (those
+// ahead left) is still found by its exact value; one rewritten from
+// outside, so that the value its session last heard is gone, is found by
+// reading the queue, and the refresh after that finds it by value again.
+// Either way it keeps its place ahead of the sessions that queued after
+// it, and nothing is queued twice.
+func TestWaiterRefreshFindsAMovedOrRewrittenEntry(t *testing.T) {
+	const ahead, behind = 20, 3
+	for _, tc := range []struct {
+		name string
+		// disturb changes q, whose entry at index ahead is e, the waiter's,
+		// and returns the waiter's index after it.
+		disturb func(t *testing.T, srv *redistest.Server, q, e string) int
+		scan    bool // the refresh reads the whole queue
+	}{
+		{"moved", func(t *testing.T, srv *redistest.Server, q, _ string) int {
+			srv.Do(t, "LPOP", q)
+			return ahead - 1
+		}, false},
+		{"rewritten", func(t *testing.T, srv *redistest.Server, q, e string) int {
+			m, _, _, _ := keyspace.SplitEntry(e)
+			srv.Do(t, "LSET", q, fmt.Sprint(ahead), queueEntry(m, time.Now().Add(time.Minute), time.Minute))
+			return ahead
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			h := newClient(t, srv, Options{})
+			w := newClient(t, srv, Options{LeaseTTL: 900 * time.Millisecond}) // refreshes every 300 ms
+			ctx := ctxTimeout(t, 20*time.Second)
+			name := uniqueName(t)
+			held, err := h.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := newKeys("baton", name).Queue()
+			live := func(i int) string {
+				return queueEntry(fmt.Sprintf("%032x-1", i+1), time.Now().Add(time.Minute), time.Minute)
+			}
+			for i := range ahead {
+				srv.Do(t, "RPUSH", q, live(i))
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			queued := onQueue(w)
+			done := make(chan error, 1)
+			go func() {
+				_, err := w.Lock(wctx, name)
+				done <- err
+			}()
+			waitFor(t, queued, 5*time.Second, "the waiter to queue")
+			for i := range behind {
+				srv.Do(t, "RPUSH", q, live(ahead+i))
+			}
+			sid := w.Session().ID()
+			e := ourEntry(t, srv, q, sid, ahead)
+			srv.Do(t, "CONFIG", "RESETSTAT")
+			at := tc.disturb(t, srv, q, e)
+			e, _ = srv.Do(t, "LINDEX", q, fmt.Sprint(at)).ToString()
+
+			e = nextEntry(t, srv, q, sid, at, e)
+			_, scanned := srv.Info(t, "commandstats")["cmdstat_lrange"]
+			if scanned != tc.scan {
+				t.Errorf("the refresh read the whole queue: %v, want %v", scanned, tc.scan)
+			}
+			// The next refresh names the entry the last one wrote.
+			srv.Do(t, "CONFIG", "RESETSTAT")
+			nextEntry(t, srv, q, sid, at, e)
+			if s, ok := srv.Info(t, "commandstats")["cmdstat_lrange"]; ok {
+				t.Errorf("the refresh after read the whole queue: %s", s)
+			}
+			if n, _ := srv.Do(t, "LLEN", q).AsInt64(); n != int64(at+1+behind) {
+				t.Errorf("%d entries queued, want %d", n, at+1+behind)
+			}
+
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("the waiter's Lock: %v, want context.Canceled", err)
+			}
+			if err := held.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
