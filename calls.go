@@ -156,7 +156,11 @@ func (c *Client) sendAcquire(ctx context.Context, mc *machine.Call, leaseMs stri
 		ms, _ := strconv.ParseInt(leaseMs, 10, 64)
 		wt = time.Duration(ms) * time.Millisecond
 	}
-	return machine.Reply{Fence: uint64(vals[2]), Wait: wt + time.Millisecond, Pos: vals[3]}
+	r := machine.Reply{Fence: uint64(vals[2]), Wait: wt + time.Millisecond, Pos: vals[3]}
+	if len(vals) > 4 {
+		r.Entry = vals[4]
+	}
+	return r
 }
 
 // readRelease reads a release reply: 0 freed, 4 kept, or an array whose
@@ -186,6 +190,9 @@ func readRelease(res rueidis.RedisResult) machine.Reply {
 		case 1:
 			x, _ := arr[1].AsInt64()
 			r.Lingering = x == 1
+			if len(arr) > 2 {
+				r.Entry, _ = arr[2].AsInt64()
+			}
 		case 2:
 			x, _ := arr[1].AsInt64()
 			r.Fence = uint64(x)

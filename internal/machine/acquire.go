@@ -141,7 +141,9 @@ func (n *Name) busy(fl *flight, r Reply, now time.Time) {
 	}
 	n.w.recheck = now.Add(r.Wait)
 	if r.Pos >= 0 {
-		n.w.entryAt = r.Sent
+		// Of calls in flight together (a refresh), the one that ran last
+		// wrote the entry, with the latest deadline.
+		n.w.entryAt, n.w.entry = r.Sent, max(n.w.entry, r.Entry)
 	}
 	if fl.stale {
 		// The key changed (or a connection dropped) while we asked: the

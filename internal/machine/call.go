@@ -84,6 +84,11 @@ type Call struct {
 	Limit  int
 	Value  string
 	Member string // who the call is for in Redis (a session's, a permit slot's or a campaign slot's member)
+	// Entry is the deadline (ms, Redis time) of the queue entry the session
+	// last heard it has for the name (0: none known): with it the scripts
+	// find the entry by its exact value (LPOS) instead of reading the whole
+	// queue (see internal/script/common.lua's find).
+	Entry int64
 }
 
 // Outcome classifies how a call ended, as the shell read it; what an
@@ -139,6 +144,7 @@ type Reply struct {
 	Fence    uint64        // acquired: our fence; busy: the name's last fence; release code 2: the new fence; dequeue: a fence passed on
 	Wait     time.Duration // busy: when to look again unless woken first
 	Pos      int64         // busy: our place in the Redis queue, -1 if not queued
+	Entry    int64         // busy and queued, release code 1 that queued us again: our entry's deadline (ms, Redis time; 0: not known)
 	Acked    int64         // with MinReplicas: the replicas that acknowledged it (-1 if not asked)
 
 	// ReleaseCall, OK: -1 not ours, 0 freed, 1 granted to another session,

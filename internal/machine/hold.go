@@ -315,14 +315,14 @@ func (n *Name) released(fl *flight, h *hold, r Reply, callErr error, now time.Ti
 	case code == 1 && c.Mode == Requeue:
 		// Queued again for our waiters: the grant message wakes the head;
 		// the timer is the safety net.
-		n.st, n.w.recheck, n.w.entryAt = Queued, now.Add(lease), r.Sent
+		n.st, n.w.recheck, n.w.entryAt, n.w.entry = Queued, now.Add(lease), r.Sent, r.Entry
 	case code == 1 && r.Lingering && len(n.waiters) > 0 && !n.s.closed:
 		// A waiter came while the release was in flight: it waits for the
 		// grant in the entry the release made, which the renewals now
 		// keep, asking Redis at the latest when the entry may lapse.
-		n.st, n.w.entryAt, n.w.recheck = Queued, r.Sent, r.Sent.Add(lease/2-n.s.margin)
+		n.st, n.w.entryAt, n.w.entry, n.w.recheck = Queued, r.Sent, r.Entry, r.Sent.Add(lease/2-n.s.margin)
 	case code == 1 && r.Lingering:
-		n.st, n.w.entryAt = Lingering, r.Sent
+		n.st, n.w.entryAt, n.w.entry = Lingering, r.Sent, r.Entry
 		n.w.linger = span{r.Sent.Add(lease/2 - n.s.margin), now.Add(lease/2 + n.s.margin)}
 		n.s.due(n.w.linger.to)
 	case code == 4 && !now.Before(maxTime(h.deadline, r.Sent.Add(lease-n.s.margin))):

@@ -93,6 +93,7 @@ type wait struct {
 	entryAt time.Time // Queued, Lingering: when the last call that found our queue entry in Redis was sent: a grant to us ran after it
 	linger  span      // Lingering: when our entry may lapse in Redis (from), and when it surely has (to)
 	pos     int64     // Queued: our place in the Redis queue at the last attempt (0: next)
+	entry   int64     // Queued, Lingering: our entry's deadline as Redis last wrote it (ms; 0: not known), which calls pass back to find it (Call.Entry)
 	expect  uint64    // Queued, with Confirm: the grant the head's next acquire confirms
 	flushed time.Time // when we last heard of a flush or a dropped connection
 	stale   bool      // the key changed, or a connection dropped, since the head last asked
@@ -149,7 +150,7 @@ func (n *Name) start(st State, c *Call) *Call {
 		panic("baton: a call on a forgotten name")
 	}
 	n.seq++
-	c.Name, c.ID, c.Seq, c.Member, c.Limit, c.Value = n, n.ID, n.seq, n.Member, n.Limit, n.Value
+	c.Name, c.ID, c.Seq, c.Member, c.Limit, c.Value, c.Entry = n, n.ID, n.seq, n.Member, n.Limit, n.Value, n.w.entry
 	n.fl = &flight{call: c, from: n.st}
 	n.st = st
 	return c

@@ -29,6 +29,7 @@ type Renewal struct {
 	Until time.Time // no use waiting for the reply after this
 	Track bool      // RenewHold: have Redis track the key for us
 	Queue bool      // RenewHold: also say whether sessions are queued for it (a hold we cached), and renew its cache mark
+	Entry int64     // RenewEntry: our entry's deadline as last heard (0: not known; see Call.Entry)
 }
 
 // checkSlack is how early a hold's check may go with others.
@@ -93,7 +94,7 @@ func (n *Name) renewal(now time.Time, tick, send bool) (Renewal, bool) {
 		}
 		return r, true
 	case tick && n.st == Queued && len(n.waiters) > 0:
-		return Renewal{Name: n, Kind: RenewEntry, Until: now.Add(lease / 2)}, true
+		return Renewal{Name: n, Kind: RenewEntry, Until: now.Add(lease / 2), Entry: n.w.entry}, true
 	}
 	return Renewal{}, false
 }
@@ -101,7 +102,8 @@ func (n *Name) renewal(now time.Time, tick, send bool) (Renewal, bool) {
 // Renewed applies the result of r, sent at sent: for a hold, 1 renewed (2:
 // and sessions are queued for a hold we cached), 0 not ours any more, -1
 // gone while sessions are queued (see renew.lua), who then need serving;
-// for an entry, 1 refreshed, 0 gone. o says how the round trip ended.
+// for an entry, its new deadline (ms, Redis time), 0 gone. o says how the
+// round trip ended.
 func (s *Session) Renewed(r Renewal, result int64, sent, now time.Time, o Outcome) {
 	n := r.Name
 	if s.names[n.ID] != n {
@@ -110,7 +112,7 @@ func (s *Session) Renewed(r Renewal, result int64, sent, now time.Time, o Outcom
 	n.expire(now)
 	if r.Kind == RenewEntry {
 		if o == OK {
-			n.entryRenewed(result == 1, sent)
+			n.entryRenewed(result, sent)
 		}
 		return
 	}
@@ -217,16 +219,21 @@ func (n *Name) dequeueReply(r Reply, now time.Time) (*Call, error) {
 	return nil, err
 }
 
-// entryRenewed applies a refresh of our queue entry sent at sent: when it
-// is there, a grant that consumes it runs after sent; when it is gone
-// (Redis restarted, it was pruned, or an attempt whose reply was lost took
-// the lock instead), the head asks again. The state stays Queued: leaving
-// then dequeues, which releases what such an attempt took.
-func (n *Name) entryRenewed(ok bool, sent time.Time) {
+// entryRenewed applies a refresh of our queue entry sent at sent, which
+// moved its deadline to dl (0: gone): when it is there, a grant that
+// consumes it runs after sent; when it is gone (Redis restarted, it was
+// pruned, or an attempt whose reply was lost took the lock instead), the
+// head asks again. The state stays Queued: leaving then dequeues, which
+// releases what such an attempt took. Of replies in flight together, the
+// latest deadline is the entry's (every refresh writes now + the same
+// span); a wrong one costs the next call a full read of the queue, not a
+// wrong answer.
+func (n *Name) entryRenewed(dl int64, sent time.Time) {
 	switch {
-	case ok && n.st == Queued:
-		n.w.entryAt = maxTime(n.w.entryAt, sent)
-	case !ok && n.st == Queued:
+	case dl > 0 && n.st == Queued:
+		n.w.entryAt, n.w.entry = maxTime(n.w.entryAt, sent), max(n.w.entry, dl)
+	case dl <= 0 && n.st == Queued:
+		n.w.entry = 0
 		n.w.recheck = time.Time{}
 		n.wakeHead()
 	}

@@ -1,12 +1,14 @@
 -- KEYS: lock, queue
 -- ARGV: member, lease ms, wait (1: join the queue when busy), grant channel (see release), name,
--- "C:<prefix>". When busy it recalls the holder's cached lock: a message "0 <holder> <name>"
+-- "C:<prefix>", the queue entry the session last heard is its own ("": none; see common.lua's
+-- find). When busy it recalls the holder's cached lock: a message "0 <holder> <name>"
 -- on the holder's client channel "<prefix>:c:<holder's client>" (a PUBLISH, on Cluster too).
 -- A missing key with another session's cache mark "<lock>:c" is busy too (see cachedby); the
 -- mark is read only then, off the fast path.
 -- Returns the fence when acquired (a number, or {1, fence} off the fast path),
 --         {3, fence} when the key named us already (kept as it is, with a full lease),
---         {0, wait ms, a fence no older grant to us can exceed, queue position or -1} when busy,
+--         {0, wait ms, a fence no older grant to us can exceed, queue position or -1, our entry's
+--           deadline (ms, server time; 0 when not queued)} when busy,
 --         an error "BATONFOREIGN <value>" when the key holds a value baton did not write
 --           ("<type>", such as "<list>", for a key that is not a string).
 -- A key of another type reads as a table (WRONGTYPE); any other error is
@@ -26,7 +28,7 @@ if marker then
 end
 --@common
 local k, q = KEYS[1], KEYS[2]
-local member, lease, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+local member, lease, wait, mine = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[7]
 if type(v) == 'table' then return redis.error_reply('BATONFOREIGN <' .. redis.call('TYPE', k).ok .. '>') end
 local owner, last = parse(v)
 if owner == false then
@@ -41,13 +43,13 @@ if not v then
   last = f
 end
 if owner and owner ~= member then
-  local pos, fresh = -1, false
+  local pos, fresh, dl = -1, false, 0
   if wait then
     -- Dead entries at the head (sessions that crashed or left unseen) go
     -- first: behind them we would be the first live waiter, whom nobody
     -- ahead recalled for.
     head(q)
-    pos, fresh = enqueue(q, member, lease)
+    pos, fresh, dl = enqueue(q, member, lease, nil, mine)
   end
   if not wait or fresh and pos == 0 then
     -- Recall: the holder may keep the lock cached, unused (see
@@ -59,7 +61,7 @@ if owner and owner ~= member then
     -- queues, and the holder's renewal sees the queue.
     redis.pcall('PUBLISH', string.sub(ARGV[6], 3) .. ':c:' .. string.sub(owner, 1, 32), '0 ' .. owner .. ' ' .. ARGV[5])
   end
-  return {0, redis.call('PTTL', busy), last, pos}
+  return {0, redis.call('PTTL', busy), last, pos, dl}
 end
 if not v then
   -- No key: free, but sessions may be queued (their holder crashed, or the
@@ -73,9 +75,9 @@ if not v then
       return true
     end)
     if g then
-      local pos = -1
-      if wait then pos = enqueue(q, member, lease) end
-      return {0, lease, f, pos}
+      local pos, _, dl = -1, false, 0
+      if wait then pos, _, dl = enqueue(q, member, lease, nil, mine) end
+      return {0, lease, f, pos, dl}
     end
     last = l
   elseif h then
@@ -86,7 +88,7 @@ elseif owner == member then
   -- release of ours that failed, or taken by an attempt of ours that ran
   -- late (its caller had gone): keep it as it is, with a full lease. A late
   -- attempt must never change the token of a hold in use.
-  unqueue(q, member)
+  unqueue(q, member, mine)
   redis.call('PEXPIRE', k, ARGV[2])
   return {3, last}
 end

@@ -5,11 +5,12 @@
 -- would: nothing else wakes a waiter whose holder lost the key (but a
 -- session that keeps it cached, see cachedby, which they recalled).
 -- KEYS: lock, queue
--- ARGV: member, grant channel (see release), name
+-- ARGV: member, grant channel (see release), name, the queue entry the
+-- session last heard is its own ("": none; see common.lua's find)
 -- Returns the fence of a granted lock that was passed on, else 0.
 local k, q = KEYS[1], KEYS[2]
 local member = ARGV[1]
-unqueue(q, member)
+unqueue(q, member, ARGV[4])
 local v = redis.pcall('GET', k) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
 if type(v) == 'table' then return 0 end -- a key of another type: not baton's
 if not v then

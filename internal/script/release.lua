@@ -12,7 +12,9 @@
 --         {-1, the key's value} when the lock is not ours (a key gone under
 --           queued sessions is granted to the first live one first; "<type>"
 --           for a key that is not a string),
---         {1, lingering (0/1)} when granted to another session,
+--         {1, lingering (0/1), our new entry's deadline (ms, server time)}
+--           when granted to another session (the deadline in modes 1 and 2:
+--           queued again),
 --         {2, fence} when kept for another waiter of this session,
 --         4 when kept (mode "k").
 local v = redis.pcall('GET', KEYS[1]) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
@@ -53,8 +55,7 @@ if v then
     -- or the linger (mode 2).
     local ttl = tonumber(ARGV[3]) / 2 + 50
     if mode == '2' then ttl = tonumber(ARGV[7]) end
-    requeue(q, member, ARGV[3], ttl)
-    return {1, mode == '2' and 1 or 0}
+    return {1, mode == '2' and 1 or 0, requeue(q, member, ARGV[3], ttl)}
   end
   if mode == '1' then
     local f = fence(last)

@@ -5,12 +5,14 @@
 -- that Redis tracks it for the caller (our own write ended that); "c"
 -- and "C" are "h" and "H" for a hold its session may keep cached: they
 -- also say whether sessions are queued for it (2). Kind
--- "w": KEYS[i] is a queue and value our member, whose entry's deadline
--- moves to now + alive(lease). Kind "p": KEYS[i] is a semaphore hash and value a permit's owner
+-- "w": KEYS[i] is a queue and value the entry our session last heard is
+-- its own (or our bare member, when none is known: see common.lua's find),
+-- whose deadline moves to now + alive(lease). Kind "p": KEYS[i] is a semaphore hash and value a permit's owner
 -- token "<member>:<fence>": the member's field must hold that fence and an
 -- unexpired deadline, which moves to now + lease.
 -- Returns one integer per triple: 1 renewed (2: and sessions are queued
--- for it, kinds "c" and "C"), 0 no longer ours (or not queued; also for a
+-- for it, kinds "c" and "C"; kind "w": the entry's new deadline, ms of
+-- server time), 0 no longer ours (or not queued; also for a
 -- key of another type, which must not fail the renewals of the other
 -- holds in the call), -1 a hold whose key (or permit field) is gone while
 -- sessions are queued for it: nobody else will wake them, so the caller
@@ -70,11 +72,13 @@ for i = 1, #ARGV, 3 do
     k = k + 1
   else
     local q = KEYS[k]
-    local at = find(q, val)
+    local m = unentry(val) or val
+    local at = find(q, m, val)
     if at then
-      redis.call('LSET', q, at - 1, entry(val, now() + alive(lease), fmt(lease)))
+      local dl = deadline(alive(lease))
+      redis.call('LSET', q, at - 1, entry(m, dl, fmt(lease)))
       keep(q, lease)
-      out[#out + 1] = 1
+      out[#out + 1] = dl
     else
       out[#out + 1] = 0
     end

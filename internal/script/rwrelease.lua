@@ -9,8 +9,9 @@
 -- Returns {0} when released,
 --         {-1, member's field or ''} when the hold is not ours ("<type>"
 --           when the key is not a hash),
---         {1, lingering (0/1)} when granted to another session (mode 1: we
---           are queued again),
+--         {1, lingering (0/1), our new entry's deadline (ms, server time)}
+--           when granted to another session (the deadline when queued
+--           again: mode 1, and mode 2),
 --         {2, fence} when taken again for this slot's waiters.
 local v = redis.pcall('HGET', KEYS[1], ARGV[2]) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
 if type(v) == 'table' then return {-1, '<' .. redis.call('TYPE', KEYS[1]).ok .. '>'} end
@@ -34,15 +35,15 @@ if mode == '1' then
   if reached or not redis.call('LINDEX', q, 0) and rwadmits(member, live, writers) then
     return {2, semput(k, member, last, lease)}
   end
-  enqueue(q, member, lease)
-  return {1, 0}
+  -- Queued at the tail, as a grant's requeue does: the member held, so it
+  -- was not queued (handoff.lua).
+  return {1, 0, requeue(q, member, ARGV[3], alive(lease))}
 end
 local before = live
 live, writers, last = rwserve(k, q, live, writers, last, member, nil, ARGV[5], ARGV[6])
 if live > before then
   if mode == '2' then
-    enqueue(q, member, lease, tonumber(ARGV[7]))
-    return {1, 1}
+    return {1, 1, requeue(q, member, ARGV[3], tonumber(ARGV[7]))}
   end
   return {1, 0}
 end

@@ -5,12 +5,14 @@
 -- KEYS: semaphore hash, queue
 -- ARGV: member, grant channel (see release), name, limit (used when none
 -- is stored), an election's announce channel ("" or absent for a plain
--- semaphore; see semcommon.lua): the member's value goes too.
+-- semaphore; see semcommon.lua): the member's value goes too; the queue
+-- entry the session last heard is its own ("": none; see common.lua's
+-- find).
 -- Returns the fence of a granted permit that was passed on, else 0.
 --@common
 local k, q = KEYS[1], KEYS[2]
 local member = ARGV[1]
-unqueue(q, member)
+unqueue(q, member, ARGV[6])
 local v = redis.pcall('HGET', k, member) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
 if type(v) == 'table' then return 0 end -- not a hash: not baton's
 local ann = ARGV[5] or ''

@@ -12,8 +12,9 @@
 -- Returns {0} when released,
 --         {-1, member's field or ''} when the permit is not ours ("<type>"
 --           when the key is not a hash),
---         {1, lingering (0/1)} when granted to another session (mode 1: we
---           are queued again),
+--         {1, lingering (0/1), our new entry's deadline (ms, server time)}
+--           when granted to another session (the deadline when queued
+--           again: mode 1, and mode 2 when lingering),
 --         {2, fence} when taken again for this slot's waiters.
 --@handoff
 local v = redis.pcall('HGET', KEYS[1], ARGV[2]) if type(v) == 'table' and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
@@ -39,8 +40,7 @@ if (ARGV[9] or '') == '' and ARGV[4] ~= '1' then
       if ARGV[4] ~= '2' then return {1, 0} end
       -- Linger: every permit is taken again (but those of holders past
       -- their deadline, which the next scan frees and serves).
-      requeue(q, member, ARGV[3], tonumber(ARGV[7]))
-      return {1, 1}
+      return {1, 1, requeue(q, member, ARGV[3], tonumber(ARGV[7]))}
     end
   end
 end
@@ -71,16 +71,16 @@ if mode == '1' then
     announceHolder(k, ann, f, lease, member)
     return {2, f}
   end
-  enqueue(q, member, lease)
-  return {1, 0}
+  -- Queued at the tail, as a grant's requeue does: the member held, so it
+  -- was not queued (handoff.lua).
+  return {1, 0, requeue(q, member, ARGV[3], alive(lease))}
 end
 if ann ~= '' then redis.call('HDEL', k, '#v:' .. member) end
 local before = live
 live, last = semserve(k, q, live, last, limit, member, nil, ARGV[5], ARGV[6], ann)
 if live > before then
   if mode == '2' and live >= limit then
-    enqueue(q, member, lease, tonumber(ARGV[7]))
-    return {1, 1}
+    return {1, 1, requeue(q, member, ARGV[3], tonumber(ARGV[7]))}
   end
   return {1, 0}
 end

@@ -272,7 +272,11 @@ func decode(c *machine.Call, rp reply) machine.Reply {
 			if wt <= 0 {
 				wt = time.Duration(c.Name.Session().Rules().Lease)
 			}
-			return machine.Reply{Fence: uint64(vals[2]), Wait: wt + time.Millisecond, Pos: vals[3]}
+			r := machine.Reply{Fence: uint64(vals[2]), Wait: wt + time.Millisecond, Pos: vals[3]}
+			if len(vals) > 4 {
+				r.Entry = vals[4] // our entry's deadline, passed back on the next call
+			}
+			return r
 		}
 	case machine.ReleaseCall:
 		switch v := rp.v.(type) {
@@ -291,6 +295,9 @@ func decode(c *machine.Call, rp reply) machine.Reply {
 				case 1:
 					x, _ := v[1].(int64)
 					r.Lingering = x == 1
+					if len(v) > 2 {
+						r.Entry, _ = v[2].(int64)
+					}
 				case 2:
 					x, _ := v[1].(int64)
 					r.Fence = uint64(x)

@@ -18,7 +18,7 @@ func acquire(r *run, keys, argv []string) any {
 	}
 	//--@common
 	k, q := keys[0], keys[1]
-	member, lease, wait := arg(argv, 1), number(arg(argv, 2)), arg(argv, 3) == "1"
+	member, lease, wait, mine := arg(argv, 1), number(arg(argv, 2)), arg(argv, 3) == "1", arg(argv, 7)
 	if wrong {
 		return Error("BATONFOREIGN <" + r.typeOf(k) + ">")
 	}
@@ -36,17 +36,17 @@ func acquire(r *run, keys, argv []string) any {
 		last, known = f, fknown
 	}
 	if o == ownerMember && owner != member {
-		pos, fresh := int64(-1), false
+		pos, fresh, dl := int64(-1), false, 0.0
 		if wait {
 			// Dead entries at the head go first.
 			r.head(q)
-			pos, fresh = r.enqueue(q, member, lease, 0, false)
+			pos, fresh, dl = r.enqueue(q, member, lease, 0, false, mine)
 		}
 		if !wait || fresh && pos == 0 {
 			// Recall: best effort (pcall).
 			r.s.publishClient(sub(arg(argv, 6), 3), prefix(owner, 32), "0 ", owner, " ", arg(argv, 5))
 		}
-		return r.busy(r.pttl(busy), last, known, pos)
+		return r.busy(r.pttl(busy), last, known, pos, dl)
 	}
 	if !vok {
 		// No key: free, but sessions may be queued. The first live one
@@ -55,11 +55,11 @@ func acquire(r *run, keys, argv []string) any {
 		if ok && h != member {
 			g := r.grant(q, "", false, last, known, k, false, arg(argv, 4), arg(argv, 5), &acceptor{self: member, hasSelf: true})
 			if g.ok {
-				pos := int64(-1)
+				pos, dl := int64(-1), 0.0
 				if wait {
-					pos, _ = r.enqueue(q, member, lease, 0, false)
+					pos, _, dl = r.enqueue(q, member, lease, 0, false, mine)
 				}
-				return []any{int64(0), reply(lease), reply(g.f), pos}
+				return []any{int64(0), reply(lease), reply(g.f), pos, reply(dl)}
 			}
 			last, known = g.last, g.known
 		} else if ok {
@@ -67,7 +67,7 @@ func acquire(r *run, keys, argv []string) any {
 		}
 	} else if o == ownerMember && owner == member {
 		// Granted to us, or ours already: keep it as it is, with a full lease.
-		r.unqueue(q, member)
+		r.unqueue(q, member, mine)
 		r.pexpire(k, pxStr(arg(argv, 2)))
 		return r.reply2(3, last, known)
 	}
@@ -77,13 +77,13 @@ func acquire(r *run, keys, argv []string) any {
 	return []any{int64(1), reply(f)}
 }
 
-// busy is acquire.lua's {0, PTTL, last, pos}: Lua's table ends at a nil
-// last.
-func (r *run) busy(pttl int64, last float64, known bool, pos int64) any {
+// busy is acquire.lua's {0, PTTL, last, pos, dl}: Lua's table ends at a
+// nil last.
+func (r *run) busy(pttl int64, last float64, known bool, pos int64, dl float64) any {
 	if !known {
 		return []any{int64(0), pttl}
 	}
-	return []any{int64(0), pttl, reply(last), pos}
+	return []any{int64(0), pttl, reply(last), pos, reply(dl)}
 }
 
 // reply2 is {n, x}, or {n} where x is nil.

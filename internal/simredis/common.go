@@ -3,8 +3,14 @@ package simredis
 // common.lua: the helpers shared by the lock scripts (and, with
 // semcommon.lua, the semaphore scripts).
 
-// find is common.lua's find(q, member): the 1-based index and entry, or 0.
-func (r *run) find(q, member string) (int, string) {
+// find is common.lua's find(q, member, mine): the 1-based index and entry,
+// or 0; mine "" where it is nil.
+func (r *run) find(q, member, mine string) (int, string) {
+	if len(mine) > len(member) && mine[len(member)] == '|' && mine[:len(member)] == member {
+		if i, ok := r.lpos(q, mine); ok {
+			return i + 1, mine
+		}
+	}
 	for i, e := range r.lrange(q) {
 		if len(e) > len(member) && e[len(member)] == '|' && e[:len(member)] == member {
 			return i + 1, e
@@ -13,9 +19,9 @@ func (r *run) find(q, member string) (int, string) {
 	return 0, ""
 }
 
-// unqueue is common.lua's unqueue(q, member).
-func (r *run) unqueue(q, member string) {
-	if _, e := r.find(q, member); e != "" {
+// unqueue is common.lua's unqueue(q, member, mine).
+func (r *run) unqueue(q, member, mine string) {
+	if _, e := r.find(q, member, mine); e != "" {
 		r.lrem(q, e)
 	}
 }
@@ -46,14 +52,15 @@ func (r *run) keep(key string, ttl float64) {
 // alive is common.lua's alive(lease).
 func alive(lease float64) float64 { return lease/2 + 50 }
 
-// enqueue is common.lua's enqueue(q, member, lease, ttl); hasTTL false
-// where ttl is nil.
-func (r *run) enqueue(q, member string, lease, ttl float64, hasTTL bool) (pos int64, fresh bool) {
+// enqueue is common.lua's enqueue(q, member, lease, ttl, mine); hasTTL
+// false where ttl is nil. dl is the entry's deadline.
+func (r *run) enqueue(q, member string, lease, ttl float64, hasTTL bool, mine string) (pos int64, fresh bool, dl float64) {
 	if !hasTTL {
 		ttl = alive(lease)
 	}
-	e := entry(member, r.nowMs()+ttl, fmt0(lease))
-	i, _ := r.find(q, member)
+	dl = r.deadline(ttl)
+	e := entry(member, dl, fmt0(lease))
+	i, _ := r.find(q, member, mine)
 	if i > 0 {
 		r.lset(q, i-1, e)
 		pos = int64(i - 1)
@@ -61,7 +68,7 @@ func (r *run) enqueue(q, member string, lease, ttl float64, hasTTL bool) (pos in
 		pos = r.rpush(q, e) - 1
 	}
 	r.keep(q, lease)
-	return pos, i == 0
+	return pos, i == 0, dl
 }
 
 // release is common.lua's release(k, q, last, skip, via, name): known false

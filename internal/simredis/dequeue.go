@@ -5,7 +5,7 @@ package simredis
 func dequeue(r *run, keys, argv []string) any {
 	k, q := keys[0], keys[1]
 	member := arg(argv, 1)
-	r.unqueue(q, member)
+	r.unqueue(q, member, arg(argv, 4))
 	v, vok, wrong := r.pget(k)
 	if wrong {
 		return int64(0) // a key of another type: not baton's

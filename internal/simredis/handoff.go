@@ -48,6 +48,10 @@ func (r *run) now() (ms, us float64) {
 // nowMs is the first result of now().
 func (r *run) nowMs() float64 { return float64(floorDiv(r.nowMicros(), 1000)) }
 
+// deadline is handoff.lua's deadline(ttl): now + ttl ms in whole ms, as
+// an entry holds it.
+func (r *run) deadline(ttl float64) float64 { return num(fmt0(r.nowMs() + ttl)) }
+
 // fence is handoff.lua's fence(last), known false where last is nil.
 func (r *run) fence(last float64, known bool) float64 {
 	_, us := r.now()
@@ -181,13 +185,16 @@ func (r *run) grant(q, skip string, hasSkip bool, last float64, known bool, k st
 	}
 }
 
-// requeue is handoff.lua's requeue(q, member, lease, ttl).
-func (r *run) requeue(q, member, lease string, ttl float64) {
-	r.rpush(q, entry(member, r.nowMs()+ttl, lease))
+// requeue is handoff.lua's requeue(q, member, lease, ttl): the entry's
+// deadline.
+func (r *run) requeue(q, member, lease string, ttl float64) float64 {
+	dl := r.deadline(ttl)
+	r.rpush(q, entry(member, dl, lease))
 	mine := mustNumber(lease)
 	if float64(r.pttl(q)) < mine {
 		r.pexpire(q, pxArg(2*mine))
 	}
+	return dl
 }
 
 // mustNumber is tonumber(s) used in arithmetic: nil there is Lua's error.

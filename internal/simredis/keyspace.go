@@ -330,6 +330,21 @@ func (r *run) lrem(key, e string) int64 {
 	return int64(removed)
 }
 
+// lpos is LPOS key e: the 0-based index of the first element equal to e
+// (ok false: nil).
+func (r *run) lpos(key, e string) (int, bool) {
+	v := r.readTyped(key, kindList)
+	if v == nil {
+		return 0, false
+	}
+	for i, x := range v.list {
+		if x == e {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 // lrange is LRANGE key 0 -1. The slice is the list's own: read it before
 // the next write.
 func (r *run) lrange(key string) []string {

@@ -52,11 +52,11 @@ func releaseLock(r *run, keys, argv []string) any {
 			if mode == "2" {
 				ttl = number(arg(argv, 7))
 			}
-			r.requeue(q, member, arg(argv, 3), ttl)
+			dl := r.requeue(q, member, arg(argv, 3), ttl)
 			if mode == "2" {
-				return []any{int64(1), int64(1)}
+				return []any{int64(1), int64(1), reply(dl)}
 			}
-			return []any{int64(1), int64(0)}
+			return []any{int64(1), int64(0), reply(dl)}
 		}
 		if mode == "1" {
 			f := r.fence(g.last, g.known)

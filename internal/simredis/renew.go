@@ -41,10 +41,15 @@ func renew(r *run, keys, argv []string) any {
 			}
 		default:
 			lease := number(leaseArg)
-			if at, _ := r.find(key, val); at > 0 {
-				r.lset(key, at-1, entry(val, r.nowMs()+alive(lease), fmt0(lease)))
+			m := val
+			if h, _, _, ok := unentry(val); ok {
+				m = h
+			}
+			if at, _ := r.find(key, m, val); at > 0 {
+				dl := r.deadline(alive(lease))
+				r.lset(key, at-1, entry(m, dl, fmt0(lease)))
 				r.keep(key, lease)
-				out = append(out, int64(1))
+				out = append(out, reply(dl))
 			} else {
 				out = append(out, int64(0))
 			}

@@ -20,7 +20,7 @@ func rwacquire(r *run, keys, argv []string) any {
 		}
 		r.hset(k, member, fs+":"+fmt0(r.nowMs()+lease))
 		r.keep(k, lease)
-		r.unqueue(q, member)
+		r.unqueue(q, member, arg(argv, 6))
 		return []any{int64(3), reply(num(fs))}
 	}
 	// The phase at the head of the queue goes first (FIFO).
@@ -32,9 +32,9 @@ func rwacquire(r *run, keys, argv []string) any {
 	if sv.reached || !r.queuedAt(q) && rwadmits(member, sv.live, sv.writers) {
 		return []any{int64(1), reply(r.semput(k, member, sv.last, sv.known, lease))}
 	}
-	pos := int64(-1)
+	pos, dl := int64(-1), 0.0
 	if wait {
-		pos, _ = r.enqueue(q, member, lease, 0, false)
+		pos, _, dl = r.enqueue(q, member, lease, 0, false, arg(argv, 6))
 	}
 	ms := lease
 	if hasSoonest {
@@ -44,7 +44,7 @@ func rwacquire(r *run, keys, argv []string) any {
 	if !sv.known {
 		last = 0
 	}
-	return []any{int64(0), reply(ms), reply(last), pos}
+	return []any{int64(0), reply(ms), reply(last), pos, reply(dl)}
 }
 
 // queuedAt is "redis.call('LINDEX', q, 0)" used as a condition: an entry,

@@ -9,7 +9,7 @@ func rwdequeue(r *run, keys, argv []string) any {
 	//--@common
 	k, q := keys[0], keys[1]
 	member := arg(argv, 1)
-	r.unqueue(q, member)
+	r.unqueue(q, member, arg(argv, 4))
 	v, vok := r.hget(k, member)
 	if vok {
 		r.hdel(k, member, "", false)

@@ -35,15 +35,13 @@ func rwrelease(r *run, keys, argv []string) any {
 		if sv.reached || !r.queuedAt(q) && rwadmits(member, sv.live, sv.writers) {
 			return []any{int64(2), reply(r.semput(k, member, sv.last, sv.known, used()))}
 		}
-		r.enqueue(q, member, used(), 0, false)
-		return []any{int64(1), int64(0)}
+		// Queued at the tail, as a grant's requeue does.
+		return []any{int64(1), int64(0), reply(r.requeue(q, member, arg(argv, 3), alive(used())))}
 	}
 	sv := r.rwserve(k, q, sc.live, sc.writers, sc.last, sc.hasLast, member, true, "", false, arg(argv, 5), arg(argv, 6))
 	if sv.live > sc.live {
 		if mode == "2" {
-			ttl, ok := tonumber(arg(argv, 7)) // nil: enqueue's default
-			r.enqueue(q, member, used(), ttl, ok)
-			return []any{int64(1), int64(1)}
+			return []any{int64(1), int64(1), reply(r.requeue(q, member, arg(argv, 3), number(arg(argv, 7))))}
 		}
 		return []any{int64(1), int64(0)}
 	}

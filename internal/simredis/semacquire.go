@@ -7,7 +7,7 @@ func semacquire(r *run, keys, argv []string) any {
 	k, q := keys[0], keys[1]
 	member, lease, wait := arg(argv, 1), number(arg(argv, 2)), arg(argv, 3) == "1"
 	limit, hasLimit := tonumber(arg(argv, 6))
-	ann := arg(argv, 7)
+	ann, mine := arg(argv, 7), arg(argv, 9)
 	sc, ok := r.semscan(k)
 	if !ok {
 		return Error("BATONFOREIGN <" + r.typeOf(k) + ">")
@@ -30,7 +30,7 @@ func semacquire(r *run, keys, argv []string) any {
 		}
 		r.hset(k, member, f+":"+fmt0(r.nowMs()+lease))
 		r.keep(k, lease)
-		r.unqueue(q, member)
+		r.unqueue(q, member, mine)
 		if ann != "" {
 			r.semaccept(k, ann, num(f), lease, member)
 		}
@@ -47,9 +47,9 @@ func semacquire(r *run, keys, argv []string) any {
 		r.announceHolder(k, ann, f, lease, member)
 		return []any{int64(1), reply(f)}
 	}
-	pos := int64(-1)
+	pos, dl := int64(-1), 0.0
 	if wait {
-		pos, _ = r.enqueue(q, member, lease, 0, false)
+		pos, _, dl = r.enqueue(q, member, lease, 0, false, mine)
 	}
 	ms := lease
 	if hasSoonest {
@@ -59,7 +59,7 @@ func semacquire(r *run, keys, argv []string) any {
 	if !sv.known {
 		last = 0
 	}
-	return []any{int64(0), reply(ms), reply(last), pos}
+	return []any{int64(0), reply(ms), reply(last), pos, reply(dl)}
 }
 
 // queued is "head(q)" used as a condition.

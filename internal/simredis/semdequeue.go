@@ -6,7 +6,7 @@ func semdequeue(r *run, keys, argv []string) any {
 	//--@common
 	k, q := keys[0], keys[1]
 	member := arg(argv, 1)
-	r.unqueue(q, member)
+	r.unqueue(q, member, arg(argv, 6))
 	v, vok, wrong := r.phget(k, member)
 	if wrong {
 		return int64(0) // not a hash: not baton's

@@ -31,8 +31,7 @@ func semrelease(r *run, keys, argv []string) any {
 					return []any{int64(1), int64(0)}
 				}
 				// Linger: every permit is taken again.
-				r.requeue(q, member, arg(argv, 3), number(arg(argv, 7)))
-				return []any{int64(1), int64(1)}
+				return []any{int64(1), int64(1), reply(r.requeue(q, member, arg(argv, 3), number(arg(argv, 7))))}
 			}
 		}
 	}
@@ -65,8 +64,8 @@ func semrelease(r *run, keys, argv []string) any {
 			r.announceHolder(k, ann, f, lease, member)
 			return []any{int64(2), reply(f)}
 		}
-		r.enqueue(q, member, lease, 0, false)
-		return []any{int64(1), int64(0)}
+		// Queued at the tail, as a grant's requeue does.
+		return []any{int64(1), int64(0), reply(r.requeue(q, member, arg(argv, 3), alive(lease)))}
 	}
 	if ann != "" {
 		r.hdel(k, "#v:"+member, "", false)
@@ -74,8 +73,7 @@ func semrelease(r *run, keys, argv []string) any {
 	sv := r.semserve(k, q, sc.live, sc.last, sc.hasLast, limit, member, true, "", false, arg(argv, 5), arg(argv, 6), ann)
 	if sv.live > sc.live {
 		if mode == "2" && sv.live >= limit {
-			r.enqueue(q, member, lease, number(arg(argv, 7)), true)
-			return []any{int64(1), int64(1)}
+			return []any{int64(1), int64(1), reply(r.requeue(q, member, arg(argv, 3), number(arg(argv, 7))))}
 		}
 		return []any{int64(1), int64(0)}
 	}

@@ -18,8 +18,10 @@ type clocks struct {
 	// is every pair sorted by its real value.
 	toModel, toReal map[int64]int64
 	byReal          []int64
-	// ms pairs seen (model, real).
-	ms map[[2]int64]bool
+	// ms pairs seen (model, real); msReal the real value last paired with
+	// a model one, to name a queue entry on the real server (entryArg).
+	ms     map[[2]int64]bool
+	msReal map[int64]int64
 
 	// This step's bracket: the real script ran between the model's clock
 	// t0 (µs) and t1.
@@ -53,7 +55,7 @@ func (c *clocks) recentLag(now int64) int64 {
 }
 
 func newClocks() *clocks {
-	return &clocks{toModel: map[int64]int64{}, toReal: map[int64]int64{}, ms: map[[2]int64]bool{}}
+	return &clocks{toModel: map[int64]int64{}, toReal: map[int64]int64{}, ms: map[[2]int64]bool{}, msReal: map[int64]int64{}}
 }
 
 // fence checks a fence pair: one real fence always stands for one model
@@ -89,6 +91,7 @@ func (c *clocks) fence(r, m int64) error {
 // in this step from the two clocks (rounding half to even may add one).
 func (c *clocks) millis(r, m int64) error {
 	if r == m || c.ms[[2]int64{m, r}] {
+		c.msReal[m] = r
 		return nil
 	}
 	lag := c.t1/1000 - c.t0/1000 + 1
@@ -96,6 +99,7 @@ func (c *clocks) millis(r, m int64) error {
 		return fmt.Errorf("ms time: real %d - model %d = %d ms, outside this step's bracket [0, %d]", r, m, d, lag)
 	}
 	c.ms[[2]int64{m, r}] = true
+	c.msReal[m] = r
 	return nil
 }
 

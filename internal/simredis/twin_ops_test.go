@@ -45,6 +45,7 @@ type op struct {
 	track      bool
 	cmd        []string      // a plain command
 	rel        []int         // reply positions that hold durations
+	entries    []int         // argument positions that hold a queue entry (its deadline in ms is translated too)
 	relIf      int64         // rel applies when the reply's first element is this
 	sleep      time.Duration // time passes
 	reset      ClientID      // a connection closed and opened again
@@ -180,8 +181,9 @@ func (w *world) acquireOp() op {
 	wait := strconv.Itoa(w.pick(2))
 	return op{desc: "Acquire", conn: conn, track: track, sc: script.Acquire,
 		keys: []string{lockKey(name), lockKey(name) + ":q"},
-		args: []string{member, w.oneOf(leases), wait, w.via(prefix0 + ":g:{" + name + "}"), name, "C:" + prefix0},
-		rel:  []int{1}, relIf: 0}
+		args: []string{member, w.oneOf(leases), wait, w.via(prefix0 + ":g:{" + name + "}"), name, "C:" + prefix0,
+			w.mine(lockKey(name)+":q", member)},
+		rel: []int{1}, relIf: 0, entries: []int{6}}
 }
 
 // lockToken is a token for the lock key: mostly its holder's, else a
@@ -241,9 +243,14 @@ func (w *world) dequeueOp() op {
 	c := w.client()
 	name := w.oneOf(lockNames)
 	conn, track := w.scriptConn(c)
+	member := w.member(c)
+	if w.pick(2) == 0 {
+		member = w.queuedMember(lockKey(name) + ":q")
+		conn, track = w.scriptConn(w.clientOf(member))
+	}
 	return op{desc: "Dequeue", conn: conn, track: track, sc: script.Dequeue,
 		keys: []string{lockKey(name), lockKey(name) + ":q"},
-		args: []string{w.member(c), w.via(prefix0 + ":g:{" + name + "}"), name}}
+		args: []string{member, w.via(prefix0 + ":g:{" + name + "}"), name, w.mine(lockKey(name)+":q", member)}, entries: []int{3}}
 }
 
 func (w *world) renewOp() op {
@@ -263,8 +270,14 @@ func (w *world) renewOp() op {
 			if w.pick(2) == 0 {
 				key = semKey + ":q"
 			}
+			// Our entry as last heard, or the bare member (renew.lua).
+			val := w.queuedMember(key)
+			if e := w.mine(key, val); e != "" {
+				val = e
+				o.entries = append(o.entries, len(o.args)+1)
+			}
 			o.keys = append(o.keys, key)
-			o.args = append(o.args, "w", w.queuedMember(key), lease)
+			o.args = append(o.args, "w", val, lease)
 		default:
 			key := semKey
 			if w.pick(3) == 0 {
@@ -275,6 +288,28 @@ func (w *world) renewOp() op {
 		}
 	}
 	return o
+}
+
+// mine is what a session passes as the entry it last heard is member's
+// on q (common.lua's find): mostly its entry there, sometimes none (""), a
+// stale one (another deadline: a reply lost), or one of a member not
+// queued.
+func (w *world) mine(q, member string) string {
+	if w.pick(5) == 0 {
+		return ""
+	}
+	lease := w.oneOf(leases)
+	dl := w.model.Time().UnixMilli() + int64(w.pick(3000))
+	for _, e := range w.model.LRange(q) {
+		if h, d, l, ok := unentry(e); ok && h == member {
+			if w.pick(6) > 0 {
+				return e
+			}
+			dl, lease = int64(d)+1, l
+			break
+		}
+	}
+	return member + "|" + strconv.FormatInt(dl, 10) + "|" + lease
 }
 
 // queuedMember is a member queued on q, or some member.
@@ -345,10 +380,13 @@ func (w *world) semAcquireOp(elect bool) op {
 	args := []string{member, w.oneOf(leases), strconv.Itoa(w.pick(2)), w.via(shard), name, limit}
 	if elect {
 		args = append(args, ann, "v"+strconv.Itoa(w.pick(3)))
+	} else {
+		args = append(args, "", "")
 	}
+	args = append(args, w.mine(key+":q", member))
 	conn, track := w.scriptConn(c)
 	return op{desc: "SemAcquire", conn: conn, track: track, sc: script.SemAcquire,
-		keys: []string{key, key + ":q"}, args: args, rel: []int{1}, relIf: 0}
+		keys: []string{key, key + ":q"}, args: args, rel: []int{1}, relIf: 0, entries: []int{8}}
 }
 
 func (w *world) semReleaseOp(elect bool) op {
@@ -378,7 +416,7 @@ func (w *world) semDequeueOp(elect bool) op {
 	}
 	conn, track := w.scriptConn(w.clientOf(member))
 	return op{desc: "SemDequeue", conn: conn, track: track, sc: script.SemDequeue,
-		keys: []string{key, key + ":q"}, args: []string{member, w.via(shard), name, limit, ann}}
+		keys: []string{key, key + ":q"}, args: []string{member, w.via(shard), name, limit, ann, w.mine(key+":q", member)}, entries: []int{5}}
 }
 
 // waiter is a member queued on hash key's queue or pending there, else

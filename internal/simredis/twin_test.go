@@ -295,6 +295,22 @@ func (w *world) translate(s string) string {
 	return strings.Join(rs, "")
 }
 
+// translateEntry replaces the model's deadline in a queue entry
+// "<member>|<deadline ms>|<lease ms>" by the real one it was last paired
+// with, so that the real script finds the entry the model finds.
+func (w *world) translateEntry(e string) string {
+	i := strings.LastIndexByte(e, '|')
+	j := strings.LastIndexByte(e[:max(i, 0)], '|')
+	if j < 0 {
+		return e
+	}
+	m, err := strconv.ParseInt(e[j+1:i], 10, 64)
+	if real, ok := w.clk.msReal[m]; ok && err == nil {
+		return e[:j+1] + strconv.FormatInt(real, 10) + e[i:]
+	}
+	return e
+}
+
 func (w *world) translateAll(l []string) []string {
 	out := make([]string, len(l))
 	for i, s := range l {
@@ -325,7 +341,11 @@ func (w *world) runReal(o op) (any, error) {
 		return out, nil
 	}
 	if o.sc != nil {
-		res, _ = script.Run(ctx, rc, script.Pipe{OptIn: o.track}, o.sc, o.keys, w.translateAll(o.args))
+		args := w.translateAll(o.args)
+		for _, i := range o.entries {
+			args[i] = w.translateEntry(args[i])
+		}
+		res, _ = script.Run(ctx, rc, script.Pipe{OptIn: o.track}, o.sc, o.keys, args)
 	} else {
 		res = rc.Do(ctx, rc.B().Arbitrary(w.translateAll(o.cmd)...).Build())
 	}

@@ -109,7 +109,7 @@ func (d Deployment) Acquire(c *machine.Call, leaseMs string) script.Call {
 	sc, args := script.Acquire, []string{c.Member, leaseMs, boolArg(c.Queue), d.Via(id), id.Name}
 	switch id.Kind {
 	case machine.SemKind:
-		sc, args = script.SemAcquire, append(args, strconv.Itoa(c.Limit))
+		sc, args = script.SemAcquire, append(args, strconv.Itoa(c.Limit), "", "")
 	case machine.ElectKind:
 		sc, args = script.SemAcquire, append(args, "1", d.Announce(id.Name), c.Value)
 	case machine.ReadKind, machine.WriteKind:
@@ -117,6 +117,7 @@ func (d Deployment) Acquire(c *machine.Call, leaseMs string) script.Call {
 	default:
 		args = append(args, "C:"+d.Prefix) // recalls go to the holder's client channel, on Cluster too
 	}
+	args = append(args, Entry(c.Member, c.Entry, leaseMs))
 	track := c.Track && d.Tracking && d.Replicas == 0 && id.Kind == machine.LockKind
 	return script.Call{Script: sc, Keys: d.Keys(id).List(), Args: args, Track: track}
 }
@@ -132,16 +133,16 @@ func (d Deployment) Release(c *machine.Call, leaseMs, lingerMs string) script.Ca
 	}
 	if id.Kind == machine.ReadKind || id.Kind == machine.WriteKind {
 		if c.Kind == machine.DequeueCall {
-			return script.Call{Script: script.RWDequeue, Keys: k, Args: []string{c.Member, d.Via(id), id.Name}}
+			return script.Call{Script: script.RWDequeue, Keys: k, Args: []string{c.Member, d.Via(id), id.Name, Entry(c.Member, c.Entry, leaseMs)}}
 		}
 		return script.Call{Script: script.RWRelease, Keys: k, Args: []string{c.Owner, c.Member, leaseMs, c.Mode.Arg(), d.Via(id), id.Name, lingerMs}, Track: c.Track}
 	}
 	sem := id.Kind != machine.LockKind
 	if c.Kind == machine.DequeueCall {
 		if sem {
-			return script.Call{Script: script.SemDequeue, Keys: k, Args: []string{c.Member, d.Via(id), id.Name, strconv.Itoa(c.Limit), ann}}
+			return script.Call{Script: script.SemDequeue, Keys: k, Args: []string{c.Member, d.Via(id), id.Name, strconv.Itoa(c.Limit), ann, Entry(c.Member, c.Entry, leaseMs)}}
 		}
-		return script.Call{Script: script.Dequeue, Keys: k, Args: []string{c.Member, d.Via(id), id.Name}}
+		return script.Call{Script: script.Dequeue, Keys: k, Args: []string{c.Member, d.Via(id), id.Name, Entry(c.Member, c.Entry, leaseMs)}}
 	}
 	if sem {
 		return script.Call{Script: script.SemRelease, Keys: k, Args: []string{c.Owner, c.Member, leaseMs, c.Mode.Arg(), d.Via(id), id.Name, lingerMs, strconv.Itoa(c.Limit), ann}, Track: c.Track}
@@ -173,11 +174,27 @@ func Renew(rs []Renewal) script.Call {
 			keys = append(keys, r.Key)
 			args = append(args, holdKinds[b2i(r.Queue)<<1|b2i(r.Track)], r.Owner, r.LeaseMs)
 		default:
+			// Our entry as last heard, else the bare member (renew.lua).
+			e := Entry(r.Name.Member, r.Entry, r.LeaseMs)
+			if e == "" {
+				e = r.Name.Member
+			}
 			keys = append(keys, r.Key+":q")
-			args = append(args, "w", r.Name.Member, r.LeaseMs)
+			args = append(args, "w", e, r.LeaseMs)
 		}
 	}
 	return script.Call{Script: script.Renew, Keys: keys, Args: args, Track: len(rs) > 0 && rs[0].Track}
+}
+
+// Entry is the queue entry of member whose deadline its session last heard
+// was deadlineMs (Call.Entry; Redis's clock), asking for leaseMs, as the
+// scripts wrote it: what they look for first (common.lua's find). "" when
+// no deadline is known.
+func Entry(member string, deadlineMs int64, leaseMs string) string {
+	if deadlineMs <= 0 {
+		return ""
+	}
+	return member + "|" + strconv.FormatInt(deadlineMs, 10) + "|" + leaseMs
 }
 
 // holdKinds are renew.lua's kinds of held key, by queue<<1 | track.
