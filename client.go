@@ -54,9 +54,9 @@ type Client struct {
 	regMu        sync.Mutex // serializes writes of the instance record; protects unregistered
 	unregistered bool       // Close deleted the instance record: register writes it no more
 
-	subMu     sync.Mutex                              // protects grantSubs, electSubs and their fields; taken after a session's mutex
-	grantSubs map[string]*subscription[*machine.Name] // Redis Cluster: grant subscriptions of names, by channel
-	electSubs map[string]*subscription[*watcher]      // announcement subscriptions of observed elections, by channel
+	subMu     sync.Mutex            // protects grantSubs, electSubs and their fields; taken after a session's mutex
+	grantSubs subSet[*machine.Name] // Redis Cluster: grant subscriptions of names, by channel; idle ones are kept (grantKeep)
+	electSubs subSet[*watcher]      // announcement subscriptions of observed elections, by channel; stopped once nobody observes
 
 	mu       sync.Mutex // protects sessions, nsess, closed
 	sessions map[string]*Session
@@ -105,8 +105,8 @@ func New(opt Options) (*Client, error) {
 		user:           loginUser(opt.Redis),
 		sessions:       make(map[string]*Session),
 		renewC:         make(chan struct{}, 1),
-		grantSubs:      make(map[string]*subscription[*machine.Name]),
-		electSubs:      make(map[string]*subscription[*watcher]),
+		grantSubs:      subSet[*machine.Name]{m: make(map[string]*subscription[*machine.Name])},
+		electSubs:      subSet[*watcher]{m: make(map[string]*subscription[*watcher])},
 		subOK:          make(chan struct{}),
 		subErr:         make(chan error, 1),
 	}

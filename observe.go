@@ -224,8 +224,11 @@ func (w *watcher) take() ([]leaderState, bool, error) {
 // watchElection adds w to the client's subscription of lname's
 // announcements, started if need be, and returns the function that takes
 // it out again. A subscription confirmed already counts for w at once.
+// Unlike a grant subscription it does not linger once nobody observes: an
+// Observe call lasts as long as its caller watches, so the subscribe and
+// unsubscribe around it are not per acquisition.
 func (c *Client) watchElection(lname string, w *watcher) func() {
-	leave, ready := listen(c, c.electSubs, channel[*watcher]{
+	leave, ready := listen(c, &c.electSubs, channel[*watcher]{
 		name:  wire.ElectChannel(c.prefix, lname),
 		shard: c.sharded,
 		message: func(m rueidis.PubSubMessage, ws []*watcher) {

@@ -34,7 +34,8 @@ type renewal struct {
 // maxBatch names on a single server), all pipelined: one round trip per
 // Redis node per tick. Between ticks it wakes at the earliest time any
 // machine asks for (a hold's check or deadline, a linger's end, a dirty
-// name's expiry; see name.due), and a transition that asks for an earlier
+// name's expiry; see name.due) or the end of an idle grant subscription's keep
+// (subSet.expireIdle), and a transition that asks for an earlier
 // time than the one it sleeps until wakes it (Client.wakeBy).
 func (c *Client) renewLoop() {
 	defer c.wg.Done()
@@ -63,6 +64,7 @@ func (c *Client) renewLoop() {
 			inflight = append(inflight, b)
 		}
 		next = c.renewLate(time.Now(), inflight, next)
+		next = minTime(next, c.grantSubs.expireIdle(c, time.Now(), c.grantKeep()))
 		c.loopAt.Store(next.UnixNano())
 		t.Reset(time.Until(next))
 		select {

@@ -37,10 +37,10 @@ func (c *Client) sharedChannels() map[string]bool {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	chans := map[string]bool{c.channel: false}
-	for ch := range c.grantSubs {
+	for ch := range c.grantSubs.m {
 		chans[ch] = true
 	}
-	for ch := range c.electSubs {
+	for ch := range c.electSubs.m {
 		chans[ch] = c.sharded
 	}
 	return chans

@@ -3,6 +3,8 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/batonlock/baton/internal/machine"
 
 	"github.com/batonlock/baton/internal/redistest"
+	"github.com/redis/rueidis"
 )
 
 // TestSharedGrantSubscription: on Redis Cluster the sessions of one client
@@ -150,8 +153,9 @@ func TestRefusedShardSubscriptionFailsLock(t *testing.T) {
 //
 // Cluster: on a 3-primary cluster a waiter subscribes to the name's grant
 // shard channel; once it got the lock, released it and the name is
-// forgotten, PUBSUB SHARDNUMSUB of that channel (summed over the nodes)
-// must count 0 within 2 s.
+// forgotten, the subscription is kept idle for its keep time (the lease),
+// then PUBSUB SHARDNUMSUB of that channel (summed over the nodes) must
+// count 0 within 2 s.
 func TestSubscriptionsEndWhenUnused(t *testing.T) {
 	t.Parallel()
 	t.Run("Observe", func(t *testing.T) {
@@ -171,13 +175,14 @@ func TestSubscriptionsEndWhenUnused(t *testing.T) {
 		cancel()
 		for range obs {
 		}
-		waitSubs(t, ch, func() int64 { return numSub(t, srv, "NUMSUB", ch) })
+		waitSubs(t, ch, 2*time.Second, func() int64 { return numSub(t, srv, "NUMSUB", ch) })
 	})
 	t.Run("cluster grants", func(t *testing.T) {
 		t.Parallel()
 		cl := redistest.StartCluster(t, 3, 0)
+		lease := time.Second
 		h := newClientOn(t, Options{Redis: cl.Option()})
-		w := newClientOn(t, Options{Redis: cl.Option()})
+		w := newClientOn(t, Options{Redis: cl.Option(), LeaseTTL: lease})
 		ctx := ctxTimeout(t, 20*time.Second)
 		name := uniqueName(t)
 		lh, err := h.Lock(ctx, name)
@@ -207,7 +212,7 @@ func TestSubscriptionsEndWhenUnused(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitWaiting(t, w.Session(), name, 0)
-		waitSubs(t, ch, count)
+		waitSubs(t, ch, lease+2*time.Second, count)
 	})
 }
 
@@ -223,18 +228,152 @@ func numSub(t testing.TB, srv *redistest.Server, sub, ch string) int64 {
 	return n
 }
 
-// waitSubs polls count for up to 2 s until it reports no subscriber of ch.
-func waitSubs(t *testing.T, ch string, count func() int64) {
+// waitSubs polls count for up to d until it reports no subscriber of ch.
+func waitSubs(t *testing.T, ch string, d time.Duration, count func() int64) {
 	t.Helper()
-	end := time.Now().Add(2 * time.Second)
+	end := time.Now().Add(d)
 	for {
 		n := count()
 		if n == 0 {
 			return
 		}
 		if time.Now().After(end) {
-			t.Fatalf("%s: %d subscriber(s) 2 s after nothing of ours listens on it any more", ch, n)
+			t.Fatalf("%s: %d subscriber(s) %v after nothing of ours listens on it any more", ch, n, d)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestGrantSubscriptionKeptBetweenWaits: on Redis Cluster a session that
+// waits on a name twice in a row subscribes to its grant channel once (the
+// second wait finds the idle subscription confirmed), the idle
+// subscription ends once its keep time (the lease) is up, and Close ends
+// one still kept at once.
+func TestGrantSubscriptionKeptBetweenWaits(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	lease := 2 * time.Second
+	// No cached locks: each Lock of h is uncontended, and h never waits.
+	h := newClientOn(t, Options{Redis: cl.Option(), CacheIdle: -1})
+	w := newClientOn(t, Options{Redis: cl.Option(), LeaseTTL: lease, CacheIdle: -1})
+	ctx := ctxTimeout(t, 30*time.Second)
+	name := uniqueName(t)
+	ch := grantChannel(DefaultKeyPrefix, name)
+	subscribers := func() int64 {
+		var n int64
+		for _, node := range cl.Nodes {
+			n += numSub(t, node, "SHARDNUMSUB", ch)
+		}
+		return n
+	}
+	waitOnce := func() {
+		t.Helper()
+		lh, err := h.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := queuedLock(t, w, ctx, name)
+		if err := lh.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitFor(t, got, 10*time.Second, "the waiter's grant").Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitWaiting(t, w.Session(), name, 0)
+	}
+
+	before := ssubscribeCalls(t, cl)
+	waitOnce()
+	waitOnce()
+	if n := ssubscribeCalls(t, cl) - before; n != 1 {
+		t.Fatalf("%d SSUBSCRIBE for two waits in a row, want 1", n)
+	}
+	idle := time.Now()
+	if n := subscribers(); n != 1 {
+		t.Fatalf("SHARDNUMSUB %s = %d right after the wait, want 1 (kept)", ch, n)
+	}
+	waitSubs(t, ch, lease+5*time.Second, subscribers)
+	if d := time.Since(idle); d < lease/2 {
+		t.Fatalf("the idle subscription ended after %v, want about the lease (%v)", d, lease)
+	}
+
+	waitOnce()
+	if n := subscribers(); n != 1 {
+		t.Fatalf("SHARDNUMSUB %s = %d right after the wait, want 1 (kept)", ch, n)
+	}
+	start := time.Now()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitSubs(t, ch, 2*time.Second, subscribers)
+	if d := time.Since(start); d > lease/2 {
+		t.Fatalf("Close and the end of the kept subscription took %v", d)
+	}
+}
+
+// TestIdleGrantSubscriptionsBounded: past maxIdleSubs idle grant
+// subscriptions a client stops the oldest, so that names used once do not
+// keep a subscription each.
+func TestIdleGrantSubscriptionsBounded(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	c := newClientOn(t, Options{Redis: cl.Option()})
+	const extra = 8
+	confirmed := make(chan string, maxIdleSubs+extra)
+	chans := make([]string, maxIdleSubs+extra)
+	leaves := make([]func(), len(chans))
+	for i := range chans {
+		chans[i] = grantChannel(DefaultKeyPrefix, uniqueName(t))
+		leaves[i], _ = listen(c, &c.grantSubs, channel[*machine.Name]{
+			name:      chans[i],
+			shard:     true,
+			message:   func(rueidis.PubSubMessage, []*machine.Name) {},
+			confirmed: func([]*machine.Name) { confirmed <- chans[i] },
+			backoff:   time.Second,
+			keep:      c.grantKeep(),
+		}, new(machine.Name))
+	}
+	for range chans {
+		waitFor(t, confirmed, 10*time.Second, "the subscriptions to be confirmed")
+	}
+	for _, leave := range leaves {
+		leave()
+	}
+	subscribed := func(chs []string) int64 {
+		var n int64
+		for _, node := range cl.Nodes {
+			arr, err := node.Do(t, append([]string{"PUBSUB", "SHARDNUMSUB"}, chs...)...).ToArray()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i < len(arr); i += 2 {
+				k, _ := arr[i].AsInt64()
+				n += k
+			}
+		}
+		return n
+	}
+	// The first to go idle are stopped; the rest are kept (the default
+	// lease of 10s outlasts the test).
+	oldest, kept := chans[:extra], chans[extra:]
+	within(t, 5*time.Second, "the oldest idle subscriptions to stop", func() error {
+		if n := subscribed(oldest); n != 0 {
+			return fmt.Errorf("%d of the %d oldest still subscribed", n, extra)
+		}
+		return nil
+	})
+	if n := subscribed(kept); n != maxIdleSubs {
+		t.Fatalf("%d idle subscriptions kept, want %d", n, maxIdleSubs)
+	}
+}
+
+// ssubscribeCalls returns the SSUBSCRIBE commands the cluster's nodes ran.
+func ssubscribeCalls(t *testing.T, cl *redistest.Cluster) int64 {
+	t.Helper()
+	var n int64
+	for _, node := range cl.Nodes {
+		stat := node.Info(t, "commandstats")["cmdstat_ssubscribe"] // "calls=N,usec=..."
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stat, "calls="), ",")
+		k, _ := strconv.ParseInt(calls, 10, 64)
+		n += k
+	}
+	return n
 }
