@@ -112,9 +112,11 @@ func (c *Client) send(ctx context.Context, mc *machine.Call, leaseMs, lingerMs s
 	r.Sent = sent
 	if r.Err != nil && r.Outcome == machine.OK {
 		r.Outcome = classify(ctx, tctx, r.Err)
-		if r.Outcome == machine.Died && (errors.Is(r.Err, context.DeadlineExceeded) || errors.Is(r.Err, context.Canceled)) {
+		if ctxErr := errors.Is(r.Err, context.DeadlineExceeded) || errors.Is(r.Err, context.Canceled); ctxErr && r.Outcome == machine.Died {
 			// Never a context error to a caller whose context is live.
 			r.Err = errSharedConn
+		} else if ctxErr && r.Outcome == machine.Lost {
+			r.Err = errNoReply
 		}
 	}
 	return r
@@ -236,6 +238,11 @@ func classify(base, try context.Context, err error) machine.Outcome {
 // deadline closed (rueidis closes a connection whose call timed out while
 // others were queued on it).
 var errSharedConn = errors.New("baton: a connection shared with another call closed at that call's deadline")
+
+// errNoReply is the error of a call that Redis did not answer by the
+// call's own deadline (a lease from its start) while its caller's ctx was
+// live: the call's ctx error would tell that caller its ctx ended.
+var errNoReply = errors.New("baton: no reply from Redis within the lease (the call may still run)")
 
 // asRedisErr returns the Redis error in err's chain (script.Explain and
 // our own messages wrap it).

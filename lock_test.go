@@ -481,6 +481,54 @@ func TestReleaseSurfacesNoInternalDeadline(t *testing.T) {
 	}
 }
 
+// TestTrySurfacesNoInternalDeadline: a try (TryLock, a read-write lock's
+// TryRLock and TryLock, TryAcquire) never returns context.DeadlineExceeded
+// while the caller's ctx is alive. Its round trip runs under an internal
+// deadline a lease away; a try unanswered by then fails with a baton error
+// that says so, not with that deadline's ctx error. Lease 300 ms, Redis
+// black-holed before the try, context.Background().
+func TestTrySurfacesNoInternalDeadline(t *testing.T) {
+	t.Parallel()
+	tries := []struct {
+		name string
+		try  func(c *Client, name string) error
+	}{
+		{"TryLock", func(c *Client, name string) error { _, err := c.TryLock(context.Background(), name); return err }},
+		{"TryRLock", func(c *Client, name string) error {
+			m, err := c.RWMutex(name)
+			if err == nil {
+				_, err = m.TryRLock(context.Background())
+			}
+			return err
+		}},
+		{"TryAcquire", func(c *Client, name string) error {
+			sem, err := c.Semaphore(name, 2)
+			if err == nil {
+				_, err = sem.TryAcquire(context.Background())
+			}
+			return err
+		}},
+	}
+	for _, tc := range tries {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			p := faultproxy.Start(t, srv.Addr())
+			c := newClientThrough(t, srv, p, 300*time.Millisecond)
+			warmUp(t, c)
+			defer p.Blackhole(false)
+			p.Blackhole(true)
+			start := time.Now()
+			err := tc.try(c, uniqueName(t))
+			p.Blackhole(false)
+			t.Logf("%s returned after %v: %v", tc.name, time.Since(start).Round(time.Millisecond), err)
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s with context.Background() and no reply returned %v, want an error not matching context.DeadlineExceeded", tc.name, err)
+			}
+		})
+	}
+}
+
 // wantForeign fails unless err reports a key holding a value baton did not
 // write: it names the key and says "not written by baton", and is neither
 // ErrNotAcquired nor a raw script error.
