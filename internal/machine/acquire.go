@@ -25,6 +25,19 @@ func (n *Name) acquireReply(r Reply, now time.Time) (next *Call, l *Lock, err er
 		fl.call.At = again
 		return fl.call, nil, nil
 	}
+	if r.Outcome == OK && r.Acquired && fl.reset && (r.Fence > n.seen || r.Fence == n.w.expect) && !fl.left && !n.s.closed && (fl.w == nil || n.isHead(fl.w)) && fl.tries <= staleTries {
+		// Taken while a connection dropped or Redis flushed (a restart:
+		// the first call meets the dead connection): what it took may be
+		// lost already, and must not reach a caller on that word. Ask once
+		// more: the key still names us (kept: the same token, the one an
+		// election announced already), or the answer is what Redis holds
+		// now. A try's caller has no queue place to ask again from. (A
+		// hold left behind, a fence we saw before, is released below.)
+		fl.reset, fl.stale = false, false
+		n.seen, n.w.expect = max(n.seen, r.Fence), r.Fence
+		fl.call.At = now
+		return fl.call, nil, nil
+	}
 	n.fl = nil
 	n.st = fl.from
 	n.w.unsure = r.Outcome.mayHaveRun() || r.Outcome == NotSent

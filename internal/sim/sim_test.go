@@ -85,6 +85,10 @@ func TestSimulationSeeds(t *testing.T) {
 		// not from the forgotten one, whose call could release a later
 		// hold.
 		{"DequeueAfterALossRunsOnTheLiveMachine", 27007},
+		// An acquire that took the name while a reset was heard asks
+		// again to confirm it, but a hold of ours left behind (a fence
+		// seen before) is released, not confirmed: its token was used.
+		{"ResetTakeConfirmsOnlyANewFence", 1796419835573152046},
 		// A read-write lock's writer does not linger in the queue after a
 		// contended release: readers queued behind its entry would wait
 		// for it, and when it lapsed nothing would wake them.
