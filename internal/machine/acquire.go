@@ -25,17 +25,7 @@ func (n *Name) acquireReply(r Reply, now time.Time) (next *Call, l *Lock, err er
 		fl.call.At = again
 		return fl.call, nil, nil
 	}
-	if r.Outcome == OK && r.Acquired && fl.reset && (r.Fence > n.seen || r.Fence == n.w.expect) && !fl.left && !n.s.closed && (fl.w == nil || n.isHead(fl.w)) && fl.tries <= staleTries {
-		// Taken while a connection dropped or Redis flushed (a restart:
-		// the first call meets the dead connection): what it took may be
-		// lost already, and must not reach a caller on that word. Ask once
-		// more: the key still names us (kept: the same token, the one an
-		// election announced already), or the answer is what Redis holds
-		// now. A try's caller has no queue place to ask again from. (A
-		// hold left behind, a fence we saw before, is released below.)
-		fl.reset, fl.stale = false, false
-		n.seen, n.w.expect = max(n.seen, r.Fence), r.Fence
-		fl.call.At = now
+	if n.confirmsReset(fl, r, now) {
 		return fl.call, nil, nil
 	}
 	n.fl = nil
@@ -84,18 +74,11 @@ func (n *Name) acquireReply(r Reply, now time.Time) (next *Call, l *Lock, err er
 		n.unk = nil
 		n.launch(n.releaseStray(r.Fence, cached, now))
 		return nil, nil, nil
-	case r.Acquired && !now.Before(r.Sent.Add(n.s.rules.Lease-n.s.margin)):
-		// Answered after its lease could have run out: release it (if it
-		// is still ours) and try again.
-		n.seen = max(n.seen, r.Fence)
-		n.w.recheck = time.Time{}
-		n.launch(n.releaseStray(r.Fence, false, now))
-		return nil, nil, nil
-	case r.Acquired && fl.reset:
-		// Taken, but a connection dropped or Redis flushed while we asked:
-		// what it granted may be lost already, and the lock must not reach
-		// a caller on that word. Pass it on (if it is still ours); the head
-		// asks again.
+	case r.Acquired && (fl.reset || !now.Before(r.Sent.Add(n.s.rules.Lease-n.s.margin))):
+		// Answered after its lease could have run out, or taken while a
+		// connection dropped or Redis flushed and not confirmed (see
+		// confirmsReset): it must not reach a caller on that word. Release
+		// it (if it is still ours); the head asks again.
 		n.seen = max(n.seen, r.Fence)
 		n.w.recheck = time.Time{}
 		n.launch(n.releaseStray(r.Fence, false, now))
@@ -113,6 +96,27 @@ func (n *Name) acquireReply(r Reply, now time.Time) (next *Call, l *Lock, err er
 	}
 	n.settle(now)
 	return nil, nil, err
+}
+
+// confirmsReset reports whether the acquire in flight, which took the name
+// while a connection dropped or Redis flushed, goes again at once to
+// confirm what it took (fl.call is sent again).
+func (n *Name) confirmsReset(fl *flight, r Reply, now time.Time) bool {
+	if r.Outcome != OK || !r.Acquired || !fl.reset || r.Fence <= n.seen && r.Fence != n.w.expect ||
+		fl.left || n.s.closed || fl.w != nil && !n.isHead(fl.w) || fl.tries > staleTries {
+		return false
+	}
+	// Taken while a connection dropped or Redis flushed (a restart:
+	// the first call meets the dead connection): what it took may be
+	// lost already, and must not reach a caller on that word. Ask once
+	// more: the key still names us (kept: the same token, the one an
+	// election announced already), or the answer is what Redis holds
+	// now. A try's caller has no queue place to ask again from. (A
+	// hold left behind, a fence we saw before, acquireReply releases.)
+	fl.reset, fl.stale = false, false
+	n.seen, n.w.expect = max(n.seen, r.Fence), r.Fence
+	fl.call.At = now
+	return true
 }
 
 // againAt says when to send an acquire call again at once, for the same

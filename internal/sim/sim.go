@@ -166,7 +166,7 @@ type event struct {
 	p    *process
 	what string
 	do   func()
-	off  bool // cancelled
+	off  bool      // cancelled
 	was  time.Time // when it was due before a stall put it off (zero: none did)
 }
 
